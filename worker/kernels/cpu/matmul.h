@@ -1,0 +1,46 @@
+// Quantized matrix products for the CPU backend: y = x · Wᵀ for a batch of token rows.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "kernels/cpu/thread_pool.h"
+#include "model/ggml_types.h"
+
+namespace vigil {
+
+// A weight matrix as stored in the GGUF file: `rows` rows of `cols` elements each, row-major,
+// every row a sequence of `type` blocks. Points into the mapped file.
+struct WeightView {
+  GgmlType type = GgmlType::F32;
+  const uint8_t* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+// Grow-only buffers for quantized activations; after the first call of a given size, matmul
+// allocates nothing.
+class MatmulScratch {
+ public:
+  uint8_t* reserve(size_t bytes);
+
+ private:
+  std::vector<uint8_t> buf_;
+};
+
+// y[t, r] = Σ_c W[r, c] · x[t, c] for t < n_tokens, r < rows.
+// x: [n_tokens, cols] f32, y: [n_tokens, rows] f32. Weights are read once for the whole batch.
+// Supported types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q6_K; others throw std::invalid_argument.
+void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+            MatmulScratch& scratch);
+
+// Expands one row of `n` elements of `type` to f32 (embedding lookup, reference checks).
+void dequantize_row(GgmlType type, const uint8_t* row, int64_t n, float* out);
+
+// The SIMD path chosen at start-up from the CPU's features: "avx512-vnni", "avx2" or "scalar".
+// VIGIL_KERNEL_PATH=avx2|scalar forces a slower path (tests use it to cover every path);
+// asking for a path the CPU lacks throws std::runtime_error naming it.
+std::string_view cpu_kernel_path();
+
+}  // namespace vigil

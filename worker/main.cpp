@@ -3,7 +3,8 @@
 #include <exception>
 #include <string_view>
 
-#include "inspect.h"
+#include "commands/generate.h"
+#include "commands/inspect.h"
 #include "vigil/version.h"
 
 #ifdef VIGIL_HAVE_CUDA
@@ -19,6 +20,8 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  inspect MODEL        print a GGUF file's metadata and tensor inventory\n"
+    "  generate -m MODEL -p PROMPT [options]\n"
+    "                       generate text from a prompt, streamed to stdout (generate --help)\n"
     "\n"
     "options:\n"
     "  --version            print the version and exit\n"
@@ -58,6 +61,7 @@ int main(int argc, char** argv) {
       vigil::inspect_model(argv[2], stdout);
       return 0;
     }
+    if (cmd == "generate") return vigil::generate_command(argc - 1, argv + 1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "vigil-worker: %s\n", e.what());
     return 1;

@@ -1,5 +1,5 @@
 // `vigil-worker inspect MODEL`: prints a GGUF file's metadata and tensor inventory.
-#include "inspect.h"
+#include "commands/inspect.h"
 
 #include <map>
 

@@ -1,0 +1,103 @@
+// Generates one sequence end to end (prefill in chunks, then decode): the CLI's engine.
+#include "engine/generator.h"
+
+#include <chrono>
+#include <stdexcept>
+
+#include "engine/stop_matcher.h"
+#include "model/vocab.h"
+
+namespace vigil {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+Generator::Generator(LlamaContext& ctx, KvBlockAllocator& blocks, const Vocab& vocab)
+    : ctx_(ctx), blocks_(blocks), vocab_(vocab) {
+  batch_.reserve(static_cast<size_t>(ctx.max_batch()));
+  history_.reserve(static_cast<size_t>(ctx.max_positions()));
+}
+
+GenerateResult Generator::generate(std::span<const int32_t> prompt, const GenerateOptions& options,
+                                   const std::function<bool(std::string_view)>& on_text) {
+  if (prompt.empty()) throw std::invalid_argument("prompt: must contain at least one token");
+  if (options.max_tokens < 1) throw std::invalid_argument("max_tokens: must be at least 1");
+  const size_t total = prompt.size() + static_cast<size_t>(options.max_tokens);
+  if (total > static_cast<size_t>(ctx_.max_positions()))
+    throw std::invalid_argument("prompt (" + std::to_string(prompt.size()) + " tokens) + max_tokens (" +
+                                std::to_string(options.max_tokens) + ") exceeds the context of " +
+                                std::to_string(ctx_.max_positions()));
+
+  KvSequence seq;
+  // The sequence gives its blocks back however generation ends.
+  struct Release {
+    KvBlockAllocator& blocks;
+    KvSequence& seq;
+    ~Release() { blocks.release(seq); }
+  } release{blocks_, seq};
+  if (!blocks_.reserve(seq, static_cast<int32_t>(total), ctx_.cache().block_size()))
+    throw std::runtime_error("kv cache: not enough free blocks for " + std::to_string(total) + " positions");
+
+  Sampler sampler(options.sampling, ctx_.model().hparams().n_vocab);
+  StopMatcher stops(options.stop);
+  Utf8Streamer utf8;
+  GenerateResult result;
+  result.tokens.reserve(static_cast<size_t>(options.max_tokens));
+  history_.assign(prompt.begin(), prompt.end());
+  const auto t0 = Clock::now();
+
+  // Prefill in chunks of the context's batch size; only the prompt's last token needs logits.
+  for (size_t start = 0; start < prompt.size(); start += static_cast<size_t>(ctx_.max_batch())) {
+    const size_t end = std::min(prompt.size(), start + static_cast<size_t>(ctx_.max_batch()));
+    batch_.clear();
+    for (size_t i = start; i < end; ++i)
+      batch_.push_back({prompt[i], static_cast<int32_t>(i), &seq, i + 1 == prompt.size()});
+    ctx_.forward(batch_);
+  }
+  seq.n_past = static_cast<int32_t>(prompt.size());
+  result.prefill_seconds = seconds_since(t0);
+  const auto t1 = Clock::now();
+
+  bool cancelled = false;
+  result.finish_reason = "length";
+  for (int n = 0; n < options.max_tokens; ++n) {
+    if (n > 0) {
+      batch_.assign(1, {result.tokens.back(), seq.n_past, &seq, true});
+      ctx_.forward(batch_);
+      ++seq.n_past;
+    }
+    const int32_t token = sampler.sample(ctx_.logits(0), history_);
+    result.tokens.push_back(token);
+    history_.push_back(token);
+    if (vocab_.is_eog(token) && !options.ignore_eog) {
+      result.finish_reason = "stop";
+      break;
+    }
+    std::string text = stops.push(utf8.push(vocab_.token_to_piece(token)));
+    if (!text.empty() && !on_text(text)) {
+      cancelled = true;
+      break;
+    }
+    if (stops.stopped()) {
+      result.finish_reason = "stop";
+      break;
+    }
+  }
+  if (!cancelled) {
+    std::string tail = stops.push(utf8.flush());
+    tail += stops.flush();
+    if (!tail.empty()) on_text(tail);
+  } else {
+    result.finish_reason = "cancelled";
+  }
+  result.decode_seconds = seconds_since(t1);
+  return result;
+}
+
+}  // namespace vigil

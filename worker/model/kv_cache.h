@@ -1,0 +1,71 @@
+// Paged key/value cache: fixed-size blocks of f16 K and V rows, and a block table per sequence.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "model/llama_hparams.h"
+
+namespace vigil {
+
+// One sequence's view of the cache: which blocks hold its positions, in order.
+struct KvSequence {
+  std::vector<int32_t> blocks;  // blocks[p / block_size] holds position p
+  int32_t n_past = 0;           // positions already written
+};
+
+class KvCache {
+ public:
+  // Storage for n_blocks blocks of block_size positions in every layer (f16, as llama.cpp).
+  KvCache(const LlamaHparams& hp, int n_blocks, int block_size);
+
+  int n_blocks() const { return n_blocks_; }
+  int block_size() const { return block_size_; }
+  int kv_dim() const { return kv_dim_; }
+  size_t bytes() const { return data_.size() * sizeof(uint16_t); }
+  size_t bytes_per_block() const { return bytes() / static_cast<size_t>(n_blocks_); }
+
+  // Row of `kv_dim` f16 values for position `slot` (0..block_size) of `block` in `layer`.
+  uint16_t* k(int layer, int32_t block, int slot) { return row(layer, block, 0, slot); }
+  uint16_t* v(int layer, int32_t block, int slot) { return row(layer, block, 1, slot); }
+  const uint16_t* k(int layer, int32_t block, int slot) const {
+    return const_cast<KvCache*>(this)->row(layer, block, 0, slot);
+  }
+  const uint16_t* v(int layer, int32_t block, int slot) const {
+    return const_cast<KvCache*>(this)->row(layer, block, 1, slot);
+  }
+
+ private:
+  uint16_t* row(int layer, int32_t block, int kv, int slot) {
+    size_t index = ((static_cast<size_t>(layer) * n_blocks_ + static_cast<size_t>(block)) * 2 + kv) *
+                       static_cast<size_t>(block_size_) + static_cast<size_t>(slot);
+    return data_.data() + index * static_cast<size_t>(kv_dim_);
+  }
+
+  int n_layer_;
+  int n_blocks_;
+  int block_size_;
+  int kv_dim_;
+  std::vector<uint16_t> data_;  // [layer][block][k|v][slot][kv_dim]
+};
+
+// Free list of cache blocks. Not thread-safe: the engine's scheduler owns it.
+class KvBlockAllocator {
+ public:
+  explicit KvBlockAllocator(int n_blocks);
+
+  int free_blocks() const { return static_cast<int>(free_.size()); }
+  int total_blocks() const { return n_blocks_; }
+
+  // Grows `seq`'s block table to hold `n_positions`; false (and no change) when blocks run out.
+  bool reserve(KvSequence& seq, int32_t n_positions, int block_size);
+  // Returns every block of `seq` and empties it.
+  void release(KvSequence& seq);
+
+ private:
+  int n_blocks_;
+  std::vector<int32_t> free_;
+};
+
+}  // namespace vigil

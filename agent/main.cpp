@@ -1,9 +1,15 @@
-// vigil-agent entry point: parses the command line and runs the agent or its self-test.
+// vigil-agent entry point: parses the command line and config, checks the host, runs the agent.
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <string_view>
 
+#include "agent.h"
+#include "config/config.h"
 #include "libbpf_log.h"
+#include "preflight.h"
 #include "probes/smoke_probe.h"
 #include "vigil/version.h"
 
@@ -16,19 +22,38 @@ constexpr const char* kUsage =
     "inference workers and the kernel's TCP tracepoints, and exports Prometheus metrics.\n"
     "\n"
     "options:\n"
+    "  --config FILE        YAML configuration (see docs/probes-agent.md); flags override it\n"
+    "  --listen HOST:PORT   address for /metrics, /healthz, /readyz (default 0.0.0.0:9435)\n"
     "  --self-test   load a small BPF program, attach it to a tracepoint, see one event,\n"
     "                detach; exit 0 when the eBPF toolchain works on this host\n"
     "  -v, --verbose include libbpf's debug log\n"
     "  --version     print the version and exit\n"
     "  -h, --help    print this help and exit\n";
 
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) { g_stop = true; }
+
+void print_config_error(const vigil::agent::ConfigError& e) {
+  if (e.line() > 0)
+    std::fprintf(stderr, "vigil-agent: config: %s (line %d): %s\n", e.key().c_str(), e.line(), e.what());
+  else
+    std::fprintf(stderr, "vigil-agent: config: %s: %s\n", e.key().c_str(), e.what());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool self_test = false;
   bool verbose = false;
+  std::string config_path;
+  std::string listen;
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
+    if ((arg == "--config" || arg == "--listen") && i + 1 >= argc) {
+      std::fprintf(stderr, "vigil-agent: %s needs a value (see --help)\n", argv[i]);
+      return 2;
+    }
     if (arg == "-h" || arg == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -39,6 +64,10 @@ int main(int argc, char** argv) {
     }
     if (arg == "--self-test") {
       self_test = true;
+    } else if (arg == "--config") {
+      config_path = argv[++i];
+    } else if (arg == "--listen") {
+      listen = argv[++i];
     } else if (arg == "-v" || arg == "--verbose") {
       verbose = true;
     } else {
@@ -54,7 +83,25 @@ int main(int argc, char** argv) {
                  result.ok ? "ok" : "failed", result.message.c_str());
     return result.ok ? 0 : 1;
   }
-  std::fputs("vigil-agent: the agent's probe sets are not built yet; only --self-test runs\n",
-             stderr);
-  return 1;
+
+  vigil::agent::Config cfg;
+  try {
+    if (!config_path.empty()) cfg = vigil::agent::load_config_file(config_path);
+    if (!listen.empty()) vigil::agent::apply_listen(cfg, listen, "--listen", 0);
+  } catch (const vigil::agent::ConfigError& e) {
+    print_config_error(e);
+    return 2;
+  }
+  for (const std::string& problem :
+       {vigil::agent::check_kernel_btf(cfg.kernel_btf), vigil::agent::check_privileges()}) {
+    if (!problem.empty()) {
+      std::fprintf(stderr, "vigil-agent: %s\n", problem.c_str());
+      return 1;
+    }
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  return vigil::agent::run_agent(cfg, g_stop);
 }

@@ -1,0 +1,117 @@
+// The running agent: one object owns every probe set, collector and the HTTP endpoint; leaving
+// run_agent destroys them in reverse order, which detaches every link before the process exits.
+#include "agent.h"
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <prometheus/text_serializer.h>
+
+#include "collectors/agent_stats.h"
+#include "collectors/self_collector.h"
+#include "collectors/tcp_collector.h"
+#include "discovery/process_table.h"
+#include "export/http_server.h"
+#include "probes/tcp_probe.h"
+
+namespace vigil::agent {
+namespace {
+
+struct NamedCollector {
+  std::string name;
+  std::shared_ptr<prometheus::Collectable> collectable;
+};
+
+class Agent {
+ public:
+  explicit Agent(const Config& cfg)
+      : cfg_(cfg), processes_("/proc", cfg.grace_period) {}
+
+  void load_probe_sets() {
+    if (!cfg_.probes.tcp) {
+      stats_.set_enabled("tcp", false, "disabled_by_config");
+    } else {
+      try {
+        tcp_ = std::make_unique<TcpProbe>(cfg_.kernel_btf, stats_);
+        tcp_collector_ = std::make_shared<TcpCollector>(tcp_->peers_fd(), tcp_->procs_fd(),
+                                                        cfg_.tcp_top_peers, processes_);
+        collectors_.push_back({"tcp", tcp_collector_});
+        stats_.set_enabled("tcp", true, "");
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "vigil-agent: tcp probes disabled: %s\n", e.what());
+        stats_.set_enabled("tcp", false, "load_failed");
+      }
+    }
+    collectors_.push_back({"self", std::make_shared<SelfCollector>(stats_)});
+  }
+
+  HttpResponse handle(const std::string& path) {
+    if (path == "/metrics") return {200, "text/plain; version=0.0.4; charset=utf-8", scrape()};
+    if (path == "/healthz") return {200, "text/plain; charset=utf-8", "ok\n"};
+    if (path == "/readyz")
+      return ready_ ? HttpResponse{200, "text/plain; charset=utf-8", "ready\n"}
+                    : HttpResponse{503, "text/plain; charset=utf-8", "starting\n"};
+    return {404, "text/plain; charset=utf-8", "not found; try /metrics, /healthz, /readyz\n"};
+  }
+
+  void housekeeping() {
+    if (tcp_collector_) tcp_collector_->expire();
+    ready_ = true;
+  }
+
+ private:
+  std::string scrape() {
+    std::vector<prometheus::MetricFamily> all;
+    for (const auto& c : collectors_) {
+      auto start = std::chrono::steady_clock::now();
+      auto families = c.collectable->Collect();
+      std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      stats_.record_scrape(c.name, took.count());
+      for (auto& f : families) all.push_back(std::move(f));
+    }
+    std::ostringstream out;
+    prometheus::TextSerializer().Serialize(out, all);
+    return out.str();
+  }
+
+  const Config& cfg_;
+  AgentStats stats_;
+  ProcessTable processes_;
+  std::unique_ptr<TcpProbe> tcp_;
+  std::shared_ptr<TcpCollector> tcp_collector_;
+  std::vector<NamedCollector> collectors_;
+  std::atomic<bool> ready_{false};
+};
+
+}  // namespace
+
+int run_agent(const Config& cfg, const std::atomic<bool>& stop) {
+  Agent agent(cfg);
+  agent.load_probe_sets();
+  std::unique_ptr<HttpServer> http;
+  try {
+    http = std::make_unique<HttpServer>(cfg.listen_host, cfg.listen_port,
+                                        [&agent](const std::string& p) { return agent.handle(p); });
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vigil-agent: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "vigil-agent: serving /metrics, /healthz, /readyz on %s:%d\n",
+               cfg.listen_host.c_str(), http->port());
+  auto next = std::chrono::steady_clock::now();
+  while (!stop) {
+    if (std::chrono::steady_clock::now() >= next) {
+      agent.housekeeping();
+      next = std::chrono::steady_clock::now() + cfg.poll_interval;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::fputs("vigil-agent: stopping, detaching probes\n", stderr);
+  return 0;
+}
+
+}  // namespace vigil::agent

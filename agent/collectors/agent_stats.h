@@ -1,0 +1,44 @@
+// The agent's own bookkeeping (probes attached, attach failures, scrapes), shared by all parts.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace vigil::agent {
+
+// Counters a BPF program keeps in the kernel about itself.
+struct KernelCounters {
+  uint64_t events = 0;         // probe hits handled
+  uint64_t ringbuf_drops = 0;  // ring buffer reservations that failed (events lost)
+};
+
+class AgentStats {
+ public:
+  void set_enabled(const std::string& set, bool enabled, const std::string& why);
+  void add_attached(const std::string& set, int n);
+  void attach_failure(const std::string& set, const std::string& reason);
+  void ringbuf_event(const std::string& set);
+  void record_scrape(const std::string& collector, double seconds);
+  void add_kernel_source(const std::string& set, std::function<KernelCounters()> read);
+
+  struct Snapshot {
+    std::map<std::string, std::pair<bool, std::string>> enabled;
+    std::map<std::string, int64_t> attached;
+    std::map<std::pair<std::string, std::string>, uint64_t> attach_failures;
+    std::map<std::string, uint64_t> ringbuf_events;
+    std::map<std::string, std::pair<uint64_t, double>> scrapes;  // count, last duration
+    std::map<std::string, KernelCounters> kernel;
+  };
+  Snapshot snapshot() const;
+
+ private:
+  mutable std::mutex mu_;
+  Snapshot s_;
+  std::map<std::string, std::function<KernelCounters()>> kernel_sources_;
+};
+
+}  // namespace vigil::agent

@@ -1,0 +1,49 @@
+// Exports the agent's own health: probe sets enabled, probes attached, attach failures by reason,
+// kernel-side events and ring buffer drops, and how long each collector's last scrape took.
+#include "collectors/self_collector.h"
+
+#include "export/metric_builder.h"
+#include "vigil/version.h"
+
+namespace vigil::agent {
+
+using prometheus::MetricType;
+
+std::vector<prometheus::MetricFamily> SelfCollector::Collect() const {
+  auto s = stats_.snapshot();
+  auto info = make_family("vigil_agent_build_info", "Version of the running vigil-agent.", MetricType::Gauge);
+  add_sample(info, {{"version", VIGIL_VERSION}}, 1);
+  auto enabled = make_family("vigil_agent_probe_set_enabled",
+                             "1 when a probe set is loaded; reason says why it is not.", MetricType::Gauge);
+  for (const auto& [set, e] : s.enabled)
+    add_sample(enabled, {{"set", set}, {"reason", e.second}}, e.first ? 1 : 0);
+  auto attached = make_family("vigil_agent_probes_attached",
+                              "BPF links currently attached, by probe set.", MetricType::Gauge);
+  for (const auto& [set, n] : s.attached) add_sample(attached, {{"set", set}}, static_cast<double>(n));
+  auto failures = make_family("vigil_agent_attach_failures_total",
+                              "Probes that could not be attached, by set and reason.", MetricType::Counter);
+  for (const auto& [key, n] : s.attach_failures)
+    add_sample(failures, {{"set", key.first}, {"reason", key.second}}, static_cast<double>(n));
+  auto events = make_family("vigil_agent_events_total",
+                            "Probe hits handled in the kernel, by probe set.", MetricType::Counter);
+  auto drops = make_family("vigil_agent_ringbuf_drops_total",
+                           "Events lost because the ring buffer was full, by probe set.", MetricType::Counter);
+  for (const auto& [set, k] : s.kernel) {
+    add_sample(events, {{"set", set}}, static_cast<double>(k.events));
+    add_sample(drops, {{"set", set}}, static_cast<double>(k.ringbuf_drops));
+  }
+  auto rb = make_family("vigil_agent_ringbuf_events_total",
+                        "Events read from ring buffers by the agent, by probe set.", MetricType::Counter);
+  for (const auto& [set, n] : s.ringbuf_events) add_sample(rb, {{"set", set}}, static_cast<double>(n));
+  auto scrape = make_family("vigil_agent_collector_scrape_duration_seconds",
+                            "Duration of the collector's previous scrape.", MetricType::Gauge);
+  auto scrapes = make_family("vigil_agent_collector_scrapes_total",
+                             "Scrapes served per collector.", MetricType::Counter);
+  for (const auto& [name, v] : s.scrapes) {
+    add_sample(scrape, {{"collector", name}}, v.second);
+    add_sample(scrapes, {{"collector", name}}, static_cast<double>(v.first));
+  }
+  return {info, enabled, attached, failures, events, drops, rb, scrape, scrapes};
+}
+
+}  // namespace vigil::agent

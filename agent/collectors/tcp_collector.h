@@ -1,0 +1,35 @@
+// Exports TCP retransmits, resets, RTO and backoff per process from tcp.bpf.c's maps at scrape time.
+#pragma once
+
+#include <prometheus/collectable.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "discovery/process_table.h"
+
+namespace vigil::agent {
+
+class TcpCollector : public prometheus::Collectable {
+ public:
+  TcpCollector(int peers_fd, int procs_fd, int top_peers, ProcessTable& processes)
+      : peers_fd_(peers_fd), procs_fd_(procs_fd), top_peers_(top_peers), processes_(processes) {}
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+  // Drops kernel state and peer choices of processes gone longer than the grace period.
+  void expire() const;
+
+ private:
+  int peers_fd_;
+  int procs_fd_;
+  int top_peers_;
+  ProcessTable& processes_;
+  mutable std::mutex mu_;
+  // Peers given their own series, per pid: once chosen a peer keeps its series, so counters
+  // stay monotonic; later peers beyond top_peers_ add to peer="other".
+  mutable std::map<uint32_t, std::set<std::string>> chosen_;
+};
+
+}  // namespace vigil::agent

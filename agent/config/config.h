@@ -1,0 +1,59 @@
+// The agent's configuration: every knob, its default, and the YAML/flag parser that fills it.
+#pragma once
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace vigil::agent {
+
+// Default port of the agent's HTTP endpoint (/metrics, /healthz, /readyz); see docs/probes-agent.md.
+inline constexpr int kDefaultPort = 9435;
+
+struct ProbeSets {
+  bool tcp = true;
+  bool cuda = true;
+  bool nccl = true;
+};
+
+struct LibrarySearch {
+  bool discover = true;             // scan /proc/*/maps for the libraries below
+  std::vector<std::string> cuda;    // extra libcuda.so.1 paths attached at start
+  std::vector<std::string> nccl;    // extra libnccl.so.2 paths attached at start
+};
+
+struct Config {
+  std::string listen_host = "0.0.0.0";
+  int listen_port = kDefaultPort;
+  std::string kernel_btf = "/sys/kernel/btf/vmlinux";
+  ProbeSets probes;
+  LibrarySearch libraries;
+  std::chrono::milliseconds poll_interval{1000};       // re-scan /proc, sample windows
+  std::chrono::milliseconds grace_period{60000};       // keep series of exited processes this long
+  std::chrono::milliseconds fragmentation_window{300000};  // sliding window of the ratio
+  int tcp_top_peers = 5;                                // peers per process before "other"
+};
+
+// A bad key or value: names the key and its line (0 when it came from a flag).
+class ConfigError : public std::runtime_error {
+ public:
+  ConfigError(const std::string& key, int line, const std::string& what);
+  const std::string& key() const { return key_; }
+  int line() const { return line_; }
+
+ private:
+  std::string key_;
+  int line_;
+};
+
+// Parses YAML text on top of the defaults; throws ConfigError.
+Config parse_config(const std::string& yaml_text);
+// Reads and parses FILE; throws ConfigError (key "file" when it cannot be read).
+Config load_config_file(const std::string& path);
+// Parses "HOST:PORT" into cfg; throws ConfigError naming `key`.
+void apply_listen(Config& cfg, const std::string& value, const std::string& key, int line);
+// "250ms", "5s", "2m", "1h" or a bare number of seconds.
+std::chrono::milliseconds parse_duration(const std::string& text);
+
+}  // namespace vigil::agent

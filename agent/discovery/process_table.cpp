@@ -1,0 +1,55 @@
+// Per-process labels and liveness: labels are read once while the process lives so its series keep
+// them during the grace period after it exits.
+#include "discovery/process_table.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace vigil::agent {
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return {};
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+ProcessLabels ProcessTable::labels(uint32_t pid) {
+  std::lock_guard lock(mu_);
+  auto& e = entries_[pid];
+  if (!e.have_labels) {
+    std::string base = proc_root_ + "/" + std::to_string(pid);
+    std::string comm = read_text_file(base + "/comm");
+    if (!comm.empty()) {
+      if (comm.back() == '\n') comm.pop_back();
+      e.labels.comm = comm;
+      e.labels.identity = parse_cgroup(read_text_file(base + "/cgroup"));
+      e.have_labels = true;
+    }
+  }
+  return e.labels;
+}
+
+bool ProcessTable::expired(uint32_t pid) {
+  struct stat st{};
+  bool alive = stat((proc_root_ + "/" + std::to_string(pid)).c_str(), &st) == 0;
+  std::lock_guard lock(mu_);
+  auto& e = entries_[pid];
+  if (alive) {
+    e.gone = false;
+    return false;
+  }
+  auto now = Clock::now();
+  if (!e.gone) {
+    e.gone = true;
+    e.gone_since = now;
+  }
+  if (now - e.gone_since < grace_) return false;
+  entries_.erase(pid);
+  return true;
+}
+
+}  // namespace vigil::agent

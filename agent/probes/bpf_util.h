@@ -1,0 +1,44 @@
+// RAII and small helpers shared by the probe loaders: links, per-CPU self-counters, BTF checks.
+#pragma once
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectors/agent_stats.h"
+
+namespace vigil::agent {
+
+struct LinkDeleter {
+  void operator()(bpf_link* link) const { bpf_link__destroy(link); }
+};
+using Link = std::unique_ptr<bpf_link, LinkDeleter>;
+
+// Short, bounded reason for an attach failure metric label ("ENOENT", "EPERM", ...).
+std::string errno_reason(int err);
+
+// Sums the per-CPU self-counters map (probe_stats) of a BPF object.
+KernelCounters read_probe_stats(const bpf_map* stats_map);
+
+// True when the kernel's BTF declares the raw tracepoint NAME (the typedef tp_btf needs).
+bool kernel_has_btf_tracepoint(const std::string& btf_path, const std::string& name);
+
+// Iterates a hash map's keys; the map may change underneath, which only skips or repeats keys.
+template <typename Key>
+std::vector<Key> map_keys(int map_fd) {
+  std::vector<Key> keys;
+  Key key{}, next{};
+  const void* prev = nullptr;
+  while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
+    keys.push_back(next);
+    key = next;
+    prev = &key;
+    if (keys.size() > (1u << 20)) break;  // no map of ours is this large; guard against loops
+  }
+  return keys;
+}
+
+}  // namespace vigil::agent

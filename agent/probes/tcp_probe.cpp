@@ -1,0 +1,69 @@
+// Loads tcp.bpf.c: tp_btf programs need their tracepoint's BTF typedef, so each is checked first
+// and left out (counted as "tracepoint_missing") when absent; the retransmit tracepoint falls
+// back to the classic tracepoint, which every kernel since 4.15 has.
+#include "probes/tcp_probe.h"
+
+#include <linux/types.h>
+
+#include <cerrno>
+#include <stdexcept>
+
+#include "tcp.h"
+#include "tcp.skel.h"
+
+namespace vigil::agent {
+
+void TcpProbe::SkelDeleter::operator()(tcp_bpf* s) const { tcp_bpf__destroy(s); }
+
+TcpProbe::TcpProbe(const std::string& btf_path, AgentStats& stats) : stats_(stats) {
+  LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
+  skel_.reset(tcp_bpf__open_opts(&opts));
+  if (!skel_) throw std::runtime_error("open tcp.bpf.o: " + errno_reason(errno));
+
+  struct Optional {
+    bpf_program* prog;
+    const char* tracepoint;
+  };
+  const Optional btf_programs[] = {
+      {skel_->progs.retransmit_btf, "tcp_retransmit_skb"},
+      {skel_->progs.send_reset, "tcp_send_reset"},
+      {skel_->progs.receive_reset, "tcp_receive_reset"},
+      {skel_->progs.set_state, "inet_sock_set_state"},
+      {skel_->progs.sendmsg_locked, "tcp_sendmsg_locked"},
+  };
+  bool have_btf_retransmit = true;
+  for (const auto& p : btf_programs) {
+    if (kernel_has_btf_tracepoint(btf_path, p.tracepoint)) continue;
+    bpf_program__set_autoload(p.prog, false);
+    if (p.prog == skel_->progs.retransmit_btf) have_btf_retransmit = false;
+    else stats_.attach_failure("tcp", "tracepoint_missing");
+  }
+  // Exactly one of the two retransmit programs is loaded.
+  bpf_program__set_autoload(skel_->progs.retransmit_tp, !have_btf_retransmit);
+
+  if (int err = tcp_bpf__load(skel_.get()))
+    throw std::runtime_error("load tcp.bpf.o: " + errno_reason(err));
+
+  bpf_program* prog = nullptr;
+  bpf_object__for_each_program(prog, skel_->obj) {
+    if (!bpf_program__autoload(prog)) continue;
+    Link link(bpf_program__attach(prog));
+    if (!link) {
+      stats_.attach_failure("tcp", errno_reason(errno));
+      continue;
+    }
+    links_.push_back(std::move(link));
+  }
+  stats_.add_attached("tcp", static_cast<int>(links_.size()));
+  stats_.add_kernel_source("tcp", [this] { return read_probe_stats(skel_->maps.probe_stats); });
+}
+
+TcpProbe::~TcpProbe() {
+  stats_.add_attached("tcp", -static_cast<int>(links_.size()));
+  stats_.add_kernel_source("tcp", [] { return KernelCounters{}; });
+}
+
+int TcpProbe::peers_fd() const { return bpf_map__fd(skel_->maps.peers); }
+int TcpProbe::procs_fd() const { return bpf_map__fd(skel_->maps.procs); }
+
+}  // namespace vigil::agent

@@ -1,0 +1,35 @@
+// Loads tcp.bpf.c and attaches its tracepoints; a tracepoint that is missing is skipped and counted.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectors/agent_stats.h"
+#include "probes/bpf_util.h"
+
+struct tcp_bpf;
+
+namespace vigil::agent {
+
+class TcpProbe {
+ public:
+  // Throws std::runtime_error when the object cannot be loaded at all.
+  TcpProbe(const std::string& btf_path, AgentStats& stats);
+  ~TcpProbe();
+  TcpProbe(const TcpProbe&) = delete;
+  TcpProbe& operator=(const TcpProbe&) = delete;
+
+  int peers_fd() const;
+  int procs_fd() const;
+
+ private:
+  struct SkelDeleter {
+    void operator()(tcp_bpf* s) const;
+  };
+  std::unique_ptr<tcp_bpf, SkelDeleter> skel_;
+  std::vector<Link> links_;  // destroyed before the skeleton: declared after it
+  AgentStats& stats_;
+};
+
+}  // namespace vigil::agent

@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: GPL-2.0
+/* TCP retransmits, resets and RTO per owning process, without kprobes: owners are recorded in
+ * process context (connect/listen state changes, accept exits, sendmsg) because retransmits fire
+ * in softirq or timer context where current is not the owner. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include "tcp.h"
+#include "probe_stats.bpf.h"
+
+#define AF_INET 2
+#define AF_INET6 10
+#define IPPROTO_TCP 6
+
+extern unsigned int CONFIG_HZ __kconfig __weak;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64); /* struct sock * */
+	__type(value, struct tcp_owner);
+} owners SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct tcp_peer_key);
+	__type(value, struct tcp_peer_val);
+} peers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct tcp_proc_state);
+} procs SEC(".maps");
+
+static __always_inline void remember_owner(const struct sock *sk)
+{
+	struct tcp_owner o = {};
+	__u64 key = (__u64)sk;
+
+	o.tgid = bpf_get_current_pid_tgid() >> 32;
+	bpf_get_current_comm(o.comm, sizeof(o.comm));
+	bpf_map_update_elem(&owners, &key, &o, BPF_ANY);
+}
+
+static __always_inline void peer_key_of(const struct sock *sk, __u32 tgid, struct tcp_peer_key *k)
+{
+	k->tgid = tgid;
+	k->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (k->family == AF_INET6)
+		BPF_CORE_READ_INTO(k->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+	else
+		BPF_CORE_READ_INTO(k->daddr, sk, __sk_common.skc_daddr);
+}
+
+static __always_inline struct tcp_peer_val *peer_of(const struct sock *sk, struct tcp_owner **owner)
+{
+	static const struct tcp_peer_val zero;
+	struct tcp_peer_key k = {};
+	__u64 key = (__u64)sk;
+
+	*owner = sk ? bpf_map_lookup_elem(&owners, &key) : 0;
+	if (sk)
+		peer_key_of(sk, *owner ? (*owner)->tgid : 0, &k);
+	return lookup_or_init(&peers, &k, &zero);
+}
+
+/* The timer state of the socket now: RTO and backoff are what the next timeout will use. */
+static __always_inline void record_timer_state(const struct sock *sk, const struct tcp_owner *owner)
+{
+	static const struct tcp_proc_state zero;
+	const struct inet_connection_sock *icsk = (const void *)sk;
+	const struct tcp_sock *tp = (const void *)sk;
+	struct tcp_proc_state *st;
+	__u32 tgid = owner ? owner->tgid : 0;
+	__u64 rto = BPF_CORE_READ(icsk, icsk_rto);
+
+	st = lookup_or_init(&procs, &tgid, &zero);
+	if (!st)
+		return;
+	st->rto_us = CONFIG_HZ ? rto * 1000000 / CONFIG_HZ : 0;
+	st->backoff = BPF_CORE_READ(icsk, icsk_backoff);
+	if (bpf_core_field_exists(icsk->icsk_retransmits))
+		st->retransmits = BPF_CORE_READ(icsk, icsk_retransmits);
+	st->srtt_us = BPF_CORE_READ(tp, srtt_us) >> 3; /* stored <<3 */
+	st->ts_ns = bpf_ktime_get_ns();
+	if (owner)
+		__builtin_memcpy(st->comm, owner->comm, sizeof(st->comm));
+}
+
+/* RetransSegs counts tcp_skb_pcount(skb) per retransmit, so a TSO skb counts as many. */
+static __always_inline __u32 skb_pcount(const struct sk_buff *skb)
+{
+	const struct tcp_skb_cb *cb = (const void *)skb + bpf_core_field_offset(struct sk_buff, cb);
+	__u16 segs = BPF_CORE_READ(cb, tcp_gso_segs);
+
+	return segs ? segs : 1;
+}
+
+static __always_inline int on_retransmit(const struct sock *sk, const struct sk_buff *skb)
+{
+	struct tcp_owner *owner;
+	struct tcp_peer_val *v;
+
+	stat_inc(VIGIL_STAT_EVENTS);
+	v = peer_of(sk, &owner);
+	if (v)
+		__sync_fetch_and_add(&v->retrans_segs, skb_pcount(skb));
+	record_timer_state(sk, owner);
+	return 0;
+}
+
+SEC("tp_btf/tcp_retransmit_skb")
+int BPF_PROG(retransmit_btf, const struct sock *sk, const struct sk_buff *skb)
+{
+	return on_retransmit(sk, skb);
+}
+
+/* Fallback for kernels whose BTF lacks the tracepoint's typedef. */
+SEC("tracepoint/tcp/tcp_retransmit_skb")
+int retransmit_tp(struct trace_event_raw_tcp_retransmit_skb *ctx)
+{
+	return on_retransmit(BPF_CORE_READ(ctx, skaddr), BPF_CORE_READ(ctx, skbaddr));
+}
+
+SEC("tracepoint/tcp/tcp_retransmit_synack")
+int retransmit_synack(struct trace_event_raw_tcp_retransmit_synack *ctx)
+{
+	const struct sock *sk = BPF_CORE_READ(ctx, skaddr);
+	struct tcp_owner *owner;
+	struct tcp_peer_val *v;
+
+	stat_inc(VIGIL_STAT_EVENTS);
+	v = peer_of(sk, &owner);
+	if (v) {
+		__sync_fetch_and_add(&v->retrans_segs, 1);
+		__sync_fetch_and_add(&v->synack_retrans, 1);
+	}
+	return 0;
+}
+
+SEC("tp_btf/tcp_send_reset")
+int BPF_PROG(send_reset, const struct sock *sk)
+{
+	struct tcp_owner *owner;
+	struct tcp_peer_val *v;
+
+	stat_inc(VIGIL_STAT_EVENTS);
+	v = peer_of(sk, &owner);
+	if (v)
+		__sync_fetch_and_add(&v->resets_sent, 1);
+	return 0;
+}
+
+SEC("tp_btf/tcp_receive_reset")
+int BPF_PROG(receive_reset, const struct sock *sk)
+{
+	struct tcp_owner *owner;
+	struct tcp_peer_val *v;
+
+	stat_inc(VIGIL_STAT_EVENTS);
+	v = peer_of(sk, &owner);
+	if (v)
+		__sync_fetch_and_add(&v->resets_received, 1);
+	return 0;
+}
+
+/* connect() and listen() move the socket in the owner's own context; a closed socket is forgotten. */
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(set_state, const struct sock *sk, int oldstate, int newstate)
+{
+	__u64 key = (__u64)sk;
+
+	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+		return 0;
+	if (newstate == TCP_SYN_SENT || newstate == TCP_LISTEN)
+		remember_owner(sk);
+	else if (newstate == TCP_CLOSE)
+		bpf_map_delete_elem(&owners, &key);
+	return 0;
+}
+
+/* sendmsg runs in the sender's context: covers sockets older than the agent and passed fds. */
+SEC("tp_btf/tcp_sendmsg_locked")
+int BPF_PROG(sendmsg_locked, const struct sock *sk)
+{
+	__u64 key = (__u64)sk;
+
+	if (!bpf_map_lookup_elem(&owners, &key))
+		remember_owner(sk);
+	return 0;
+}
+
+/* An accepted socket is born in softirq; its owner is whoever accept() returns it to. */
+static __always_inline int on_accept_exit(long fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct file **fds;
+	struct file *file;
+	struct socket *sock;
+	struct sock *sk;
+
+	if (fd < 0)
+		return 0;
+	fds = BPF_CORE_READ(task, files, fdt, fd);
+	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]) || !file)
+		return 0;
+	sock = BPF_CORE_READ(file, private_data);
+	sk = BPF_CORE_READ(sock, sk);
+	if (sk)
+		remember_owner(sk);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_accept4")
+int accept4_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	return on_accept_exit(ctx->ret);
+}
+
+SEC("tracepoint/syscalls/sys_exit_accept")
+int accept_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	return on_accept_exit(ctx->ret);
+}
+
+char LICENSE[] SEC("license") = "GPL";

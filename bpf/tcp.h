@@ -1,0 +1,36 @@
+/* Types shared by tcp.bpf.c and the agent's TCP collector: retransmits, resets, RTO per owner. */
+#pragma once
+
+#define VIGIL_COMM_LEN 16
+
+/* Owner of a socket, recorded in process context (connect, listen, accept, sendmsg). */
+struct tcp_owner {
+	__u32 tgid;
+	__u32 pad;
+	char comm[VIGIL_COMM_LEN];
+};
+
+/* Counters per (process, peer address); tgid 0 means "socket with no known owner". */
+struct tcp_peer_key {
+	__u32 tgid;
+	__u16 family; /* AF_INET or AF_INET6 */
+	__u16 pad;
+	__u8 daddr[16]; /* IPv4 in the first 4 bytes */
+};
+
+struct tcp_peer_val {
+	__u64 retrans_segs;   /* segments, as the kernel's RetransSegs counts them */
+	__u64 synack_retrans; /* SYN-ACK retransmits (also in RetransSegs) */
+	__u64 resets_sent;
+	__u64 resets_received;
+};
+
+/* Socket timer state of a process's socket at its latest retransmit. */
+struct tcp_proc_state {
+	__u64 rto_us;
+	__u64 srtt_us;
+	__u32 backoff;
+	__u32 retransmits;
+	__u64 ts_ns;
+	char comm[VIGIL_COMM_LEN];
+};

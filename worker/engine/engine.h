@@ -1,0 +1,104 @@
+// The serving engine: admits requests, batches every running sequence into one forward pass per
+// step (continuous batching), streams tokens back, and frees everything a request held.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/scheduler_policy.h"
+#include "model/kv_cache.h"
+#include "model/llama_context.h"
+#include "model/vocab.h"
+
+namespace vigil {
+
+struct EngineConfig {
+  int threads = 2;
+  int kv_blocks = 512;            // KV cache size in blocks
+  int kv_block_size = 16;         // positions per block
+  int max_context = 2048;         // positions per sequence (prompt + generated)
+  int max_running = 16;           // sequences decoded together (dynamic batching: MaxSize)
+  int max_batched_tokens = 256;   // tokens per forward pass, prefill chunks included
+  int max_waiting = 256;          // queued requests beyond which submit answers kQueueFull
+  double batch_window_ms = 0.0;   // wait this long for more arrivals before a step from idle
+  PolicyKind policy = PolicyKind::kFcfs;
+};
+
+enum class SubmitStatus { kAccepted, kQueueFull, kTooLong, kUnknownAdapter, kDraining, kInvalid };
+
+struct SubmitResult {
+  SubmitStatus status = SubmitStatus::kAccepted;
+  uint64_t id = 0;      // with kAccepted: pass to cancel()
+  std::string message;  // otherwise: why, for the client
+};
+
+struct EngineStats {
+  int running = 0;
+  int waiting = 0;
+  int kv_blocks_total = 0;
+  int kv_blocks_free = 0;
+  uint64_t preemptions = 0;
+  uint64_t steps = 0;
+};
+
+class Engine {
+ public:
+  Engine(const LlamaModel& model, const Vocab& vocab, const EngineConfig& config);
+  ~Engine();  // stops the engine thread; unfinished requests end with kCancelled
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Thread-safe. On kAccepted the sink gets events until one carries a finish reason.
+  SubmitResult submit(RequestParams params, EventSink sink);
+  // Thread-safe; the request ends with kCancelled at the next step boundary, its blocks freed.
+  void cancel(uint64_t id);
+  // Stops accepting (submit answers kDraining); running and queued requests continue.
+  void drain();
+  // True when draining and nothing is left to run.
+  bool idle() const;
+  EngineStats stats() const;
+
+  const EngineConfig& config() const { return config_; }
+
+ private:
+  struct Sequence;
+  void loop();
+  void step();
+  void admit();
+  void finish(Sequence& seq, FinishReason reason, const std::string& error = "");
+
+  const LlamaModel& model_;
+  const Vocab& vocab_;
+  EngineConfig config_;
+  KvCache cache_;
+  KvBlockAllocator blocks_;
+  ThreadPool pool_;
+  LlamaContext ctx_;
+  std::unique_ptr<SchedulerPolicy> policy_;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<std::unique_ptr<Sequence>> incoming_;  // submitted, not yet seen by the loop
+  std::vector<uint64_t> cancelled_;
+  bool stop_ = false;
+  bool draining_ = false;
+  uint64_t next_id_ = 1;
+  EngineStats stats_;
+
+  // Owned by the engine thread.
+  std::vector<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;
+  std::vector<BatchToken> batch_;
+  std::thread thread_;
+};
+
+}  // namespace vigil

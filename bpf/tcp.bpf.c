@@ -22,6 +22,14 @@ struct {
 	__type(value, struct tcp_owner);
 } owners SEC(".maps");
 
+/* tp->total_retrans last seen on sockets with no known owner. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64); /* struct sock * */
+	__type(value, __u32);
+} unowned_retrans SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
@@ -42,6 +50,7 @@ static __always_inline void remember_owner(const struct sock *sk)
 	__u64 key = (__u64)sk;
 
 	o.tgid = bpf_get_current_pid_tgid() >> 32;
+	o.total_retrans = BPF_CORE_READ((const struct tcp_sock *)sk, total_retrans);
 	bpf_get_current_comm(o.comm, sizeof(o.comm));
 	bpf_map_update_elem(&owners, &key, &o, BPF_ANY);
 }
@@ -51,9 +60,9 @@ static __always_inline void peer_key_of(const struct sock *sk, __u32 tgid, struc
 	k->tgid = tgid;
 	k->family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	if (k->family == AF_INET6)
-		BPF_CORE_READ_INTO(k->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+		bpf_core_read(k->daddr, 16, &sk->__sk_common.skc_v6_daddr);
 	else
-		BPF_CORE_READ_INTO(k->daddr, sk, __sk_common.skc_daddr);
+		bpf_core_read(k->daddr, 4, &sk->__sk_common.skc_daddr);
 }
 
 static __always_inline struct tcp_peer_val *peer_of(const struct sock *sk, struct tcp_owner **owner)
@@ -91,9 +100,31 @@ static __always_inline void record_timer_state(const struct sock *sk, const stru
 		__builtin_memcpy(st->comm, owner->comm, sizeof(st->comm));
 }
 
-/* RetransSegs counts tcp_skb_pcount(skb) per retransmit, so a TSO skb counts as many. */
-static __always_inline __u32 skb_pcount(const struct sk_buff *skb)
+/* Segments this retransmit added to RetransSegs. Since 6.14 the tracepoint also fires for
+ * attempts that failed before the kernel counted them (e.g. -EBUSY while the original is still in
+ * the qdisc) and for counted ones whose transmit failed (a netfilter drop: -EPERM), so neither
+ * err nor the skb tells; tp->total_retrans moves together with RetransSegs, so its growth since
+ * the socket's previous retransmit is the exact count. */
+static __always_inline __u32 counted_segs(const struct sock *sk, const struct sk_buff *skb,
+					  struct tcp_owner *owner)
 {
+	__u32 now = BPF_CORE_READ((const struct tcp_sock *)sk, total_retrans), delta;
+	__u64 key = (__u64)sk;
+	__u32 *last;
+
+	if (owner) {
+		delta = now - owner->total_retrans;
+		owner->total_retrans = now;
+		return delta;
+	}
+	last = bpf_map_lookup_elem(&unowned_retrans, &key);
+	if (last) {
+		delta = now - *last;
+		*last = now;
+		return delta;
+	}
+	bpf_map_update_elem(&unowned_retrans, &key, &now, BPF_ANY);
+	/* First sight of a socket older than the agent: count this skb's segments. */
 	const struct tcp_skb_cb *cb = (const void *)skb + bpf_core_field_offset(struct sk_buff, cb);
 	__u16 segs = BPF_CORE_READ(cb, tcp_gso_segs);
 
@@ -104,11 +135,15 @@ static __always_inline int on_retransmit(const struct sock *sk, const struct sk_
 {
 	struct tcp_owner *owner;
 	struct tcp_peer_val *v;
+	__u32 segs;
 
 	stat_inc(VIGIL_STAT_EVENTS);
 	v = peer_of(sk, &owner);
+	segs = counted_segs(sk, skb, owner);
+	if (!segs)
+		return 0; /* an attempt the kernel did not count: timer state unchanged */
 	if (v)
-		__sync_fetch_and_add(&v->retrans_segs, skb_pcount(skb));
+		__sync_fetch_and_add(&v->retrans_segs, segs);
 	record_timer_state(sk, owner);
 	return 0;
 }

@@ -6,7 +6,7 @@
 /* Owner of a socket, recorded in process context (connect, listen, accept, sendmsg). */
 struct tcp_owner {
 	__u32 tgid;
-	__u32 pad;
+	__u32 total_retrans; /* tp->total_retrans already counted for this socket */
 	char comm[VIGIL_COMM_LEN];
 };
 

@@ -6,6 +6,7 @@
 #include <linux/types.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "export/metric_builder.h"

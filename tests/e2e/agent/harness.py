@@ -1,0 +1,100 @@
+"""Shared pieces of the agent's end-to-end tests: run vigil-agent, scrape and parse /metrics."""
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+def require_root():
+    if os.geteuid() != 0:
+        fail("needs root (BPF, network namespaces)")
+
+
+def parse_metrics(text):
+    """Returns [(name, {label: value}, float)] for every sample line."""
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith('#'):
+            continue
+        m = SAMPLE.match(line)
+        if not m:
+            fail("unparsable metrics line: " + line)
+        labels = dict(LABEL.findall(m.group(3) or ''))
+        out.append((m.group(1), labels, float(m.group(4))))
+    return out
+
+
+def select(samples, name, **labels):
+    return [(l, v) for n, l, v in samples if n == name and all(l.get(k) == str(w) for k, w in labels.items())]
+
+
+def total(samples, name, **labels):
+    return sum(v for _, v in select(samples, name, **labels))
+
+
+class Agent:
+    """vigil-agent on a random local port with the given YAML config, stopped with SIGTERM."""
+
+    def __init__(self, binary, config=""):
+        self.port = random.randint(20000, 40000)
+        self.cfg = tempfile.NamedTemporaryFile('w', suffix='.yaml', delete=False)
+        self.cfg.write("listen: 127.0.0.1:%d\npoll_interval: 200ms\n%s" % (self.port, config))
+        self.cfg.close()
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([binary, '--config', self.cfg.name], stderr=self.log)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                fail("agent exited %d: %s" % (self.proc.returncode, self.log_text()))
+            try:
+                if self.get('/readyz') == 'ready\n':
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        fail("agent not ready in 20 s: " + self.log_text())
+
+    def get(self, path):
+        with urllib.request.urlopen('http://127.0.0.1:%d%s' % (self.port, path), timeout=10) as r:
+            return r.read().decode()
+
+    def scrape(self):
+        return parse_metrics(self.get('/metrics'))
+
+    def log_text(self):
+        self.log.seek(0)
+        return self.log.read().decode(errors='replace')
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                fail("agent did not stop within 15 s of SIGTERM")
+        os.unlink(self.cfg.name)
+        if self.proc.returncode != 0:
+            fail("agent exited %d after SIGTERM: %s" % (self.proc.returncode, self.log_text()))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def sh(*args, check=True, **kw):
+    return subprocess.run(args, check=check, capture_output=True, text=True, **kw)

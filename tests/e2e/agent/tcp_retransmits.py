@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""TCP truth test: two network namespaces on a veth pair, random loss injected with nftables on a
+bulk transfer. The agent's retransmits for the sending pid must equal the kernel's RetransSegs
+(/proc/net/snmp read inside the sending namespace), on the right peer, for a connecting sender
+and for an accepted (server-side) sender; RTO and backoff must rise while the link is blackholed.
+usage: tcp_retransmits.py VIGIL_AGENT TCP_BULK"""
+import os
+import subprocess
+import sys
+import time
+
+from harness import Agent, fail, require_root, select, sh, total
+
+LOSS_PERCENT = 5
+BYTES = 20 * 1024 * 1024
+A_ADDR, B_ADDR = '10.213.0.1', '10.213.0.2'
+
+
+def retrans_segs(ns):
+    """RetransSegs from the Tcp: lines of /proc/net/snmp as seen inside namespace NS."""
+    text = sh('ip', 'netns', 'exec', ns, 'cat', '/proc/net/snmp').stdout
+    tcp = [l.split() for l in text.splitlines() if l.startswith('Tcp:')]
+    return int(tcp[1][tcp[0].index('RetransSegs')])
+
+
+class Namespaces:
+    def __init__(self):
+        tag = '%d%04d' % (os.getpid() % 100000, int(time.time()) % 10000)
+        self.a, self.b = 'vigil-a-' + tag, 'vigil-b-' + tag
+        self.va, self.vb = 'vga' + tag[-8:], 'vgb' + tag[-8:]
+
+    def __enter__(self):
+        for ns in (self.a, self.b):
+            sh('ip', 'netns', 'add', ns)
+        sh('ip', 'link', 'add', self.va, 'netns', self.a, 'type', 'veth', 'peer', 'name', self.vb, 'netns', self.b)
+        for ns, dev, addr in ((self.a, self.va, A_ADDR), (self.b, self.vb, B_ADDR)):
+            sh('ip', '-n', ns, 'addr', 'add', addr + '/24', 'dev', dev)
+            sh('ip', '-n', ns, 'link', 'set', dev, 'up')
+            sh('ip', '-n', ns, 'link', 'set', 'lo', 'up')
+        return self
+
+    def nft(self, ns, percent):
+        """Drops PERCENT % of TCP packets arriving in namespace NS (100 = blackhole), none at 0.
+        Drops happen on the receiving side: a drop in the sender's own output hook is reported
+        back to TCP, which then sends the segment again as new data, not as a retransmit."""
+        sh('ip', 'netns', 'exec', ns, 'nft', 'flush', 'ruleset')
+        if percent:
+            for cmd in ('add table inet vigil',
+                        'add chain inet vigil in { type filter hook input priority 0; }',
+                        'add rule inet vigil in meta l4proto tcp %s counter drop'
+                        % ('' if percent >= 100 else 'numgen random mod 100 lt %d' % percent)):
+                sh('ip', 'netns', 'exec', ns, 'nft', cmd)
+
+    def __exit__(self, *exc):
+        for ns in (self.a, self.b):
+            sh('ip', 'netns', 'del', ns, check=False)
+
+
+def transfer(nets, bulk, sender_listens):
+    """Runs one lossy transfer from namespace A to B; returns the sender's pid and RetransSegs delta."""
+    port = '5201'
+    nets.nft(nets.b, LOSS_PERCENT)
+    before = retrans_segs(nets.a)
+    if sender_listens:
+        server = subprocess.Popen(['ip', 'netns', 'exec', nets.a, bulk, 'listen', port, str(BYTES)],
+                                  stdout=subprocess.PIPE, text=True)
+        server.stdout.readline()
+        client = subprocess.Popen(['ip', 'netns', 'exec', nets.b, bulk, 'connect', A_ADDR, port, '0'],
+                                  stdout=subprocess.PIPE, text=True)
+        sender, receiver = server, client
+    else:
+        server = subprocess.Popen(['ip', 'netns', 'exec', nets.b, bulk, 'listen', port, '0'],
+                                  stdout=subprocess.PIPE, text=True)
+        server.stdout.readline()
+        client = subprocess.Popen(['ip', 'netns', 'exec', nets.a, bulk, 'connect', B_ADDR, port, str(BYTES)],
+                                  stdout=subprocess.PIPE, text=True)
+        sender, receiver = client, server
+    out_s, _ = sender.communicate(timeout=90)
+    out_r, _ = receiver.communicate(timeout=90)
+    counters = sh('ip', 'netns', 'exec', nets.b, 'nft', 'list', 'ruleset').stdout
+    if sender.returncode or receiver.returncode:
+        fail("transfer failed: %r %r" % (out_s, out_r))
+    if 'received=%d' % BYTES not in out_r:
+        fail("receiver did not get all bytes: " + out_r)
+    nets.nft(nets.b, 0)
+    print('loss rule: ' + ' '.join(l.strip() for l in counters.splitlines() if 'counter' in l))
+    time.sleep(1.0)  # let TIME_WAIT/FIN handling settle; nothing of ours retransmits after EOF
+    pid = int(out_s.split('pid=')[1].split()[0])
+    return pid, retrans_segs(nets.a) - before
+
+
+def check_transfer(agent, nets, bulk, sender_listens):
+    kind = 'accepted (server-side)' if sender_listens else 'connecting'
+    pid, kernel = transfer(nets, bulk, sender_listens)
+    samples = agent.scrape()
+    rows = select(samples, 'tcp_retransmits_total', pid=pid)
+    ours = sum(v for _, v in rows)
+    peers = {l['peer'] for l, v in rows if v > 0}
+    comm = {l['comm'] for l, _ in rows}
+    print("%s sender pid %d: kernel RetransSegs %d, agent tcp_retransmits_total %d, peers %s, comm %s"
+          % (kind, pid, kernel, ours, sorted(peers), sorted(comm)))
+    if kernel < 10:
+        fail("only %d retransmits with %d%% loss: the loss rule did not work" % (kernel, LOSS_PERCENT))
+    if ours != kernel:
+        fail("agent counted %d retransmits for pid %d, kernel counted %d" % (ours, pid, kernel))
+    if peers != {B_ADDR}:
+        fail("retransmits attributed to peers %s, expected %s" % (peers, B_ADDR))
+    if comm != {'tcp_bulk'}:
+        fail("comm %s, expected tcp_bulk" % comm)
+
+
+def check_blackhole(agent, nets, bulk):
+    server = subprocess.Popen(['ip', 'netns', 'exec', nets.b, bulk, 'listen', '5202', '0'],
+                              stdout=subprocess.PIPE, text=True)
+    server.stdout.readline()
+    # Far more than fits in 0.5 s: the sender is still sending when the link goes dark.
+    client = subprocess.Popen(['ip', 'netns', 'exec', nets.a, bulk, 'connect', B_ADDR, '5202', str(1 << 40)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)
+        nets.nft(nets.b, 100)
+        time.sleep(1.0)
+        first = agent.scrape()
+        time.sleep(3.5)
+        second = agent.scrape()
+        pid = client.pid  # ip netns exec execs the program in place: same pid
+        def gauges(s):
+            return total(s, 'tcp_rto_seconds', pid=pid), total(s, 'tcp_backoff', pid=pid)
+        (rto1, bo1), (rto2, bo2) = gauges(first), gauges(second)
+        print("blackholed sender pid %d: rto %.3f s -> %.3f s, backoff %d -> %d" % (pid, rto1, rto2, bo1, bo2))
+        if not (rto2 > rto1 and bo2 > bo1 and bo2 >= 2):
+            fail("RTO/backoff did not rise while blackholed")
+    finally:
+        client.kill()
+        server.kill()
+        client.wait()
+        server.wait()
+
+
+def main():
+    require_root()
+    agent_bin, bulk = sys.argv[1], sys.argv[2]
+    with Namespaces() as nets, Agent(agent_bin, 'probes: {cuda: false, nccl: false}\n') as agent:
+        check_transfer(agent, nets, bulk, sender_listens=False)
+        check_transfer(agent, nets, bulk, sender_listens=True)
+        check_blackhole(agent, nets, bulk)
+    print("ok")
+
+
+if __name__ == '__main__':
+    main()

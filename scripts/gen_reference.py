@@ -184,7 +184,8 @@ def corpus() -> list[bytes]:
         "<jupyter_start><jupyter_text>md<jupyter_script><empty_output>", "<repo_name>",
         "<|<|im_end|>|>", "<<|im_start|>>", " <|im_start|> ", "\n<|im_end|>\n", "<|im_end|><|endoftext|>",
     ]
-    control = ["\x00", "a\x00b", "\x01\x02\x03", "\x7f", "\x1b[31mred\x1b[0m", "\x08\x0c"]
+    # 0x04 0x06 0x13 0x14 0x16 0x1d have no token in SmolLM2's vocabulary: llama.cpp drops them.
+    control = ["ctl\x04\x06\x13\x14\x16\x1dend", "+\x06}", "\x00", "a\x00b", "\x01\x02\x03", "\x7f", "\x1b[31mred\x1b[0m", "\x08\x0c"]
     long = [
         ("Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 30).encode(),
         ("a" * 500).encode(),

@@ -43,4 +43,11 @@ void dequantize_row(GgmlType type, const uint8_t* row, int64_t n, float* out);
 // asking for a path the CPU lacks throws std::runtime_error naming it.
 std::string_view cpu_kernel_path();
 
+// Switches the path now, as VIGIL_KERNEL_PATH would at start-up ("" or "auto": the best one).
+// Throws like cpu_kernel_path(). Not safe while a matmul runs on another thread.
+void select_cpu_kernel_path(std::string_view path);
+
+// The paths this CPU can run, best first ("scalar" always last).
+std::vector<std::string_view> available_cpu_kernel_paths();
+
 }  // namespace vigil

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace vigil {
@@ -21,7 +22,8 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   // Runs fn(task, thread) for every task in [0, n_tasks), spread over the threads; returns when
-  // all are done. Tasks are claimed dynamically. Never allocates.
+  // all are done. Tasks are claimed dynamically. Never allocates. One caller at a time (no nested
+  // or concurrent calls on the same pool); fn must not throw.
   template <typename F>
   void parallel_for(int n_tasks, F&& fn) {
     run(n_tasks, &trampoline<std::remove_reference_t<F>>, &fn);
@@ -35,20 +37,29 @@ class ThreadPool {
   }
   void run(int n_tasks, TaskFn fn, void* ctx);
   void worker_loop(int thread);
-  void drain(int thread);
+  // Claims and runs tasks of job `generation` until none is left or a newer job replaced it.
+  void drain(int thread, uint32_t generation);
+  // Spins, then sleeps, until a job other than `seen_generation` is open and stores its
+  // generation; false once the pool is stopping.
+  bool wait_for_job(uint32_t seen_generation, uint32_t* generation);
+  void wait_until_done(int n_tasks);
 
   int n_threads_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
-  std::condition_variable wake_;
-  std::condition_variable done_;
-  uint64_t generation_ = 0;  // bumped per parallel_for; workers wait for a new one
-  bool stop_ = false;
-  TaskFn fn_ = nullptr;
-  void* ctx_ = nullptr;
-  int n_tasks_ = 0;
-  std::atomic<int> next_task_{0};
-  int active_ = 0;  // workers still inside the current generation
+  std::condition_variable wake_;  // workers that stopped spinning wait here for a job
+  std::condition_variable done_;  // the caller, when the last tasks run long, waits here
+  // job_ = generation << 32 | index of the next unclaimed task. A claim is a compare-and-swap of
+  // the whole word, so a worker that still holds an older generation can never claim a task of a
+  // newer job; kJobClosed in the index marks a job whose fields are being written.
+  std::atomic<uint64_t> job_{0};
+  std::atomic<TaskFn> fn_{nullptr};
+  std::atomic<void*> ctx_{nullptr};
+  std::atomic<int> n_tasks_{0};
+  std::atomic<int> tasks_done_{0};
+  std::atomic<int> sleeping_workers_{0};
+  std::atomic<bool> caller_sleeping_{false};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace vigil

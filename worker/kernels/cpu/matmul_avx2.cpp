@@ -1,0 +1,34 @@
+// The AVX2 (+FMA, F16C) matmul path: u8·s8 block products with vpmaddubsw + vpmaddwd.
+#include "kernels/cpu/matmul_simd.h"
+
+namespace vigil::kernels {
+namespace {
+
+struct Avx2 {
+  // 16 ymm registers: 2 rows × 4 tokens keeps the 8 accumulators and the operands in registers.
+  static constexpr int kRows = 2;
+  static constexpr int kTokens = 4;
+
+  // maddubs cannot saturate here: u8 ≤ 15 (nibbles) or ≤ 128 (|Q8_0|) times |s8| ≤ 127, twice.
+  static __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+  }
+  // Signed × signed through the unsigned multiply: |w| · (x with w's sign). |−128| = 128 fits u8.
+  struct Q8Row {
+    __m256i abs, sign;
+  };
+  static Q8Row q8_row(__m256i w) { return {_mm256_sign_epi8(w, w), w}; }
+  static __m256i q8_act(__m256i x) { return x; }
+  static __m256i q8_dot(const Q8Row& w, __m256i x) {
+    return dot_u8s8(_mm256_setzero_si256(), w.abs, _mm256_sign_epi8(x, w.sign));
+  }
+};
+
+}  // namespace
+
+const KernelSet& kernels_avx2() {
+  static const KernelSet set = make_kernel_set<Avx2>("avx2");
+  return set;
+}
+
+}  // namespace vigil::kernels

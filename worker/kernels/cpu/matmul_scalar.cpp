@@ -1,0 +1,133 @@
+// Portable matmul kernels: the scalar path (any x86-64 CPU) and the Q6_K kernel every path shares.
+#include <algorithm>
+
+#include "kernels/cpu/matmul_kernels.h"
+#include "kernels/cpu/quants.h"
+
+namespace vigil::kernels {
+namespace {
+
+float f32_at(const uint8_t* row, int64_t c) {
+  float v;
+  std::memcpy(&v, row + 4 * c, sizeof v);
+  return v;
+}
+float f16_at(const uint8_t* row, int64_t c) { return fp16_to_fp32(load_u16(row + 2 * c)); }
+float bf16_at(const uint8_t* row, int64_t c) { return bf16_to_fp32(load_u16(row + 2 * c)); }
+
+template <float (*kAt)(const uint8_t*, int64_t)>
+void tile_float(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  const WeightView& w = *job.w;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.data + static_cast<size_t>(r) * job.row_bytes;
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* x = job.act->f + t * job.act->f_stride;
+      float sum = 0.0f;
+      for (int64_t c = 0; c < w.cols; ++c) sum += kAt(row, c) * x[c];
+      job.y[t * w.rows + r] = sum;
+    }
+  }
+}
+
+// Q4_0 / Q4_1 / Q8_0 against Q8_0 / Q8_1 activations: exact integer sums per block, then
+// d_w·d_x·Σ (+ m·s for Q4_1), as ggml's generic dot products.
+enum class Kind { Q4_0, Q4_1, Q8_0 };
+
+template <Kind kKind>
+void tile_q32(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  constexpr size_t kBlockBytes = kKind == Kind::Q4_0   ? sizeof(BlockQ4_0)
+                                 : kKind == Kind::Q4_1 ? sizeof(BlockQ4_1)
+                                                       : sizeof(BlockQ8_0);
+  const WeightView& w = *job.w;
+  const Activations& a = *job.act;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.data + static_cast<size_t>(r) * job.row_bytes;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int8_t* xq = a.qs + t * a.q_stride;
+      const float* xd = a.d + t * a.n_blocks;
+      float sum = 0.0f;
+      for (int64_t b = 0; b < a.n_blocks; ++b, xq += kQK) {
+        const uint8_t* blk = row + static_cast<size_t>(b) * kBlockBytes;
+        const float dw = fp16_to_fp32(load_u16(blk));
+        int isum = 0;
+        if constexpr (kKind == Kind::Q8_0) {
+          const auto* wq = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ8_0, qs));
+          for (int j = 0; j < kQK; ++j) isum += wq[j] * xq[j];
+        } else {
+          const int offset = kKind == Kind::Q4_0 ? 8 : 0;
+          const uint8_t* qs = blk + (kKind == Kind::Q4_0 ? offsetof(BlockQ4_0, qs)
+                                                         : offsetof(BlockQ4_1, qs));
+          for (int j = 0; j < kQK / 2; ++j) {
+            isum += ((qs[j] & 0x0f) - offset) * xq[j] + ((qs[j] >> 4) - offset) * xq[j + kQK / 2];
+          }
+        }
+        sum += dw * xd[b] * static_cast<float>(isum);
+        if constexpr (kKind == Kind::Q4_1) {
+          sum += fp16_to_fp32(load_u16(blk + offsetof(BlockQ4_1, m))) * a.s[t * a.n_blocks + b];
+        }
+      }
+      job.y[t * w.rows + r] = sum;
+    }
+  }
+}
+
+}  // namespace
+
+void tile_q6_k_portable(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  const WeightView& w = *job.w;
+  const Activations& a = *job.act;
+  const int64_t n_tokens = t1 - t0;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.data + static_cast<size_t>(r) * job.row_bytes;
+    float sums[kMaxTileTokens] = {};
+    for (int64_t b = 0; b < a.n_blocks; ++b) {
+      const uint8_t* blk = row + static_cast<size_t>(b) * sizeof(BlockQ6K);
+      const uint8_t* ql = blk + offsetof(BlockQ6K, ql);
+      const uint8_t* qh = blk + offsetof(BlockQ6K, qh);
+      const auto* scales = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ6K, scales));
+      const float dw = fp16_to_fp32(load_u16(blk + offsetof(BlockQ6K, d)));
+      // Unpack once per block for all tokens: q6 − 32 in element order (see dequantize_row).
+      int8_t q[kQKK];
+      for (int half = 0; half < 2; ++half) {
+        const uint8_t* l = ql + 64 * half;
+        const uint8_t* h = qh + 32 * half;
+        int8_t* out = q + 128 * half;
+        for (int j = 0; j < 32; ++j) {
+          out[j] = static_cast<int8_t>(((l[j] & 0xf) | ((h[j] & 3) << 4)) - 32);
+          out[j + 32] = static_cast<int8_t>(((l[j + 32] & 0xf) | (((h[j] >> 2) & 3) << 4)) - 32);
+          out[j + 64] = static_cast<int8_t>(((l[j] >> 4) | (((h[j] >> 4) & 3) << 4)) - 32);
+          out[j + 96] = static_cast<int8_t>(((l[j + 32] >> 4) | (((h[j] >> 6) & 3) << 4)) - 32);
+        }
+      }
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        const int8_t* xq = a.qs + (t0 + t) * a.q_stride + b * kQKK;
+        int32_t isum = 0;
+        for (int g = 0; g < kQKK / 16; ++g) {
+          int32_t group = 0;
+          for (int j = 0; j < 16; ++j) group += q[16 * g + j] * xq[16 * g + j];
+          isum += scales[g] * group;
+        }
+        sums[t] += dw * a.d[(t0 + t) * a.n_blocks + b] * static_cast<float>(isum);
+      }
+    }
+    for (int64_t t = 0; t < n_tokens; ++t) job.y[(t0 + t) * w.rows + r] = sums[t];
+  }
+}
+
+const KernelSet& kernels_scalar() {
+  static const KernelSet set{
+      "scalar",
+      &quantize_row_q8_0_ref,
+      &quantize_row_q8_1_ref,
+      &tile_float<f32_at>,
+      &tile_float<f16_at>,
+      &tile_float<bf16_at>,
+      &tile_q32<Kind::Q4_0>,
+      &tile_q32<Kind::Q4_1>,
+      &tile_q32<Kind::Q8_0>,
+      &tile_q6_k_portable,
+  };
+  return set;
+}
+
+}  // namespace vigil::kernels

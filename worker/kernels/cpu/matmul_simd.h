@@ -1,0 +1,307 @@
+// x86 SIMD matmul kernels as templates over an ISA policy; included only by the per-ISA files.
+//
+// Everything here has internal linkage (anonymous namespace): each per-ISA translation unit gets
+// its own copy compiled with its own -m flags, so no AVX-512 code can leak into the AVX2 path
+// through the linker merging inline functions.
+//
+// An ISA policy provides:
+//   kRows, kTokens        micro-tile shape (weight rows × tokens sharing each loaded block)
+//   dot_u8s8(acc, u, s)   acc + Σ of 4 adjacent u8·s8 products per int32 lane
+//   Q8Row, q8_row(w)      a signed Q8_0 weight block prepared for q8_dot
+//   q8_act(x), q8_dot     the activation side of a Q8_0 × Q8_0 block product
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cfloat>
+
+#include "kernels/cpu/matmul_kernels.h"
+#include "kernels/cpu/quants.h"
+
+namespace vigil::kernels {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline float round_fp16(float f) {
+  return _cvtsh_ss(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+// The fp16 at p in all 8 lanes.
+inline __m256 broadcast_fp16(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(load_u16(p))));
+}
+// The fp16 at p in lane 0, zeros elsewhere: adds a per-block scalar term into a lane accumulator.
+inline __m256 lane0_fp16(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_cvtsi32_si128(load_u16(p)));
+}
+
+// 16 bytes of nibbles → 32 bytes in element order: low nibbles (elements 0..15), then high.
+inline __m256i unpack_nibbles(const uint8_t* qs) {
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+// ggml's x86 quantize_row_q8_0/q8_1 (same d, id and rounding), plus the saturation and NaN rules
+// of quants.h; bit-identical to quantize_row_q8_{0,1}_ref.
+template <bool kWithSum>
+void quantize_q8(const float* x, int64_t n, int8_t* qs, float* d, float* s) {
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  const __m256 max_finite = _mm256_set1_ps(FLT_MAX);
+  for (int64_t b = 0; b < n / kQK; ++b, x += kQK, qs += kQK) {
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    int nonfinite = 0;
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(x + 8 * i);
+      const __m256 a = _mm256_andnot_ps(sign_bit, v[i]);
+      nonfinite |= _mm256_movemask_ps(_mm256_cmp_ps(a, max_finite, _CMP_NLE_UQ));
+      amax = _mm256_max_ps(amax, a);
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float max_abs = _mm_cvtss_f32(m4);
+    if (nonfinite) {
+      std::memset(qs, 0, kQK);
+      d[b] = __builtin_nanf("");
+      if constexpr (kWithSum) s[b] = __builtin_nanf("");
+      continue;
+    }
+    const float scale = max_abs / 127.0f;
+    d[b] = round_fp16(scale);
+    const float inverse = max_abs != 0.0f ? 127.0f / max_abs : 0.0f;
+    if (!(inverse <= FLT_MAX)) {
+      std::memset(qs, 0, kQK);
+      if constexpr (kWithSum) s[b] = 0.0f;
+      continue;
+    }
+    const __m256 mul = _mm256_set1_ps(inverse);
+    const __m256 hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i) {
+      __m256 r = _mm256_round_ps(_mm256_mul_ps(v[i], mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      r = _mm256_min_ps(_mm256_max_ps(r, lo), hi);
+      q[i] = _mm256_cvtps_epi32(r);
+    }
+    if constexpr (kWithSum) {
+      const int sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]),
+                                                _mm256_add_epi32(q[2], q[3])));
+      s[b] = round_fp16(scale * static_cast<float>(sum));
+    }
+    // The packs work per 128-bit lane; the permute restores element order.
+    const __m256i q01 = _mm256_packs_epi32(q[0], q[1]);
+    const __m256i q23 = _mm256_packs_epi32(q[2], q[3]);
+    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(q01, q23),
+                                                      _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs), bytes);
+  }
+}
+
+inline void quantize_q8_0(const float* x, int64_t n, int8_t* qs, float* d) {
+  quantize_q8<false>(x, n, qs, d, nullptr);
+}
+inline void quantize_q8_1(const float* x, int64_t n, int8_t* qs, float* d, float* s) {
+  quantize_q8<true>(x, n, qs, d, s);
+}
+
+enum class Kind { Q4_0, Q4_1, Q8_0 };
+
+// One micro-tile of a 32-element-block type: R weight rows × T tokens over all blocks. Each lane
+// accumulator holds 8 partial sums of d_w·d_x·Σq; the integer part of every block is exact.
+template <class Isa, Kind kKind, int R, int T>
+void microtile_q32(const uint8_t* const* rows, const Activations& a, int64_t t0, float out[R][T]) {
+  constexpr size_t kBlockBytes = kKind == Kind::Q4_0   ? sizeof(BlockQ4_0)
+                                 : kKind == Kind::Q4_1 ? sizeof(BlockQ4_1)
+                                                       : sizeof(BlockQ8_0);
+  const __m256i zero = _mm256_setzero_si256();
+  __m256 acc[R][T];
+  for (auto& row : acc)
+    for (auto& v : row) v = _mm256_setzero_ps();
+  for (int64_t b = 0; b < a.n_blocks; ++b) {
+    __m256i wq[R];
+    [[maybe_unused]] typename Isa::Q8Row w8[R];
+    __m256 wd[R];
+    [[maybe_unused]] __m256 wm[R];
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = rows[r] + static_cast<size_t>(b) * kBlockBytes;
+      wd[r] = broadcast_fp16(blk);
+      if constexpr (kKind == Kind::Q4_1) {
+        wm[r] = lane0_fp16(blk + offsetof(BlockQ4_1, m));
+        wq[r] = unpack_nibbles(blk + offsetof(BlockQ4_1, qs));
+      } else if constexpr (kKind == Kind::Q4_0) {
+        wq[r] = unpack_nibbles(blk + offsetof(BlockQ4_0, qs));
+      } else {
+        w8[r] = Isa::q8_row(_mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ8_0, qs))));
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      const size_t token = static_cast<size_t>(t0 + t);
+      const __m256i xq = _mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(a.qs + token * a.q_stride + b * kQK));
+      const __m256 dx = _mm256_broadcast_ss(a.d + token * a.n_blocks + b);
+      [[maybe_unused]] __m256 sx;
+      [[maybe_unused]] __m256i bias;  // Q4_0: −8·Σx per lane turns nibbles n into n − 8
+      [[maybe_unused]] __m256i xa;
+      if constexpr (kKind == Kind::Q4_1) sx = _mm256_broadcast_ss(a.s + token * a.n_blocks + b);
+      if constexpr (kKind == Kind::Q4_0) {
+        bias = _mm256_sub_epi32(zero, Isa::dot_u8s8(zero, _mm256_set1_epi8(8), xq));
+      }
+      if constexpr (kKind == Kind::Q8_0) xa = Isa::q8_act(xq);
+      for (int r = 0; r < R; ++r) {
+        __m256i isum;
+        if constexpr (kKind == Kind::Q4_1) isum = Isa::dot_u8s8(zero, wq[r], xq);
+        if constexpr (kKind == Kind::Q4_0) isum = Isa::dot_u8s8(bias, wq[r], xq);
+        if constexpr (kKind == Kind::Q8_0) isum = Isa::q8_dot(w8[r], xa);
+        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(wd[r], dx), acc[r][t]);
+        if constexpr (kKind == Kind::Q4_1) acc[r][t] = _mm256_fmadd_ps(wm[r], sx, acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) out[r][t] = hsum(acc[r][t]);
+}
+
+// F32 / F16 / BF16 weights: 8 elements at a time converted to float, fused multiply-adds.
+enum class FloatKind { F32, F16, BF16 };
+
+template <FloatKind kKind>
+inline __m256 load8(const uint8_t* row, int64_t c) {
+  if constexpr (kKind == FloatKind::F32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c);
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c));
+    if constexpr (kKind == FloatKind::F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+}
+template <FloatKind kKind>
+inline float load1(const uint8_t* row, int64_t c) {
+  if constexpr (kKind == FloatKind::F32) {
+    float v;
+    std::memcpy(&v, row + 4 * c, sizeof v);
+    return v;
+  } else if constexpr (kKind == FloatKind::F16) {
+    return _cvtsh_ss(load_u16(row + 2 * c));
+  } else {
+    return bf16_to_fp32(load_u16(row + 2 * c));
+  }
+}
+
+template <FloatKind kKind, int R, int T>
+void microtile_float(const uint8_t* const* rows, const Activations& a, int64_t cols, int64_t t0,
+                     float out[R][T]) {
+  __m256 acc[R][T];
+  for (auto& row : acc)
+    for (auto& v : row) v = _mm256_setzero_ps();
+  int64_t c = 0;
+  for (; c + 8 <= cols; c += 8) {
+    __m256 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = load8<kKind>(rows[r], c);
+    for (int t = 0; t < T; ++t) {
+      const __m256 xv = _mm256_loadu_ps(a.f + (t0 + t) * a.f_stride + c);
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      float sum = hsum(acc[r][t]);
+      const float* x = a.f + (t0 + t) * a.f_stride;
+      for (int64_t k = c; k < cols; ++k) sum += load1<kKind>(rows[r], k) * x[k];
+      out[r][t] = sum;
+    }
+  }
+}
+
+// Walks [r0, r1) × [t0, t1) in micro-tiles. Rows past r1 repeat the last row (their results are
+// dropped) so one R serves every matrix; the token count picks an exact-T instantiation because a
+// short token tail (decode of 1–3 sequences) is the common case.
+template <int R, int TMax, typename Micro>
+void walk_tiles(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1, Micro&& micro) {
+  const WeightView& w = *job.w;
+  for (int64_t r = r0; r < r1; r += R) {
+    const uint8_t* rows[R];
+    for (int i = 0; i < R; ++i) {
+      rows[i] = w.data + static_cast<size_t>(std::min(r + i, r1 - 1)) * job.row_bytes;
+    }
+    for (int64_t t = t0; t < t1; t += TMax) {
+      float out[R][TMax];
+      const int n_t = static_cast<int>(std::min<int64_t>(TMax, t1 - t));
+      micro(rows, t, n_t, out);
+      for (int i = 0; i < R && r + i < r1; ++i) {
+        for (int j = 0; j < n_t; ++j) job.y[(t + j) * w.rows + r + i] = out[i][j];
+      }
+    }
+  }
+}
+
+// Calls f(std::integral_constant<int, T>) for the runtime n_t in [1, TMax].
+template <int TMax, typename F>
+void with_token_count(int n_t, F&& f) {
+  if constexpr (TMax >= 1) {
+    if (n_t == TMax) return f(std::integral_constant<int, TMax>{});
+    if constexpr (TMax > 1) with_token_count<TMax - 1>(n_t, f);
+  }
+}
+
+template <class Isa, Kind kKind>
+void tile_q32(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  constexpr int R = Isa::kRows, TM = Isa::kTokens;
+  walk_tiles<R, TM>(job, r0, r1, t0, t1, [&](const uint8_t* const* rows, int64_t t, int n_t, float (&out)[R][TM]) {
+    with_token_count<TM>(n_t, [&](auto tokens) {
+      constexpr int T = decltype(tokens)::value;
+      float part[R][T];
+      microtile_q32<Isa, kKind, R, T>(rows, *job.act, t, part);
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < T; ++j) out[i][j] = part[i][j];
+    });
+  });
+}
+
+template <class Isa, FloatKind kKind>
+void tile_float(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  constexpr int R = Isa::kRows, TM = Isa::kTokens;
+  walk_tiles<R, TM>(job, r0, r1, t0, t1, [&](const uint8_t* const* rows, int64_t t, int n_t, float (&out)[R][TM]) {
+    with_token_count<TM>(n_t, [&](auto tokens) {
+      constexpr int T = decltype(tokens)::value;
+      float part[R][T];
+      microtile_float<kKind, R, T>(rows, *job.act, job.w->cols, t, part);
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < T; ++j) out[i][j] = part[i][j];
+    });
+  });
+}
+
+template <class Isa>
+KernelSet make_kernel_set(std::string_view name) {
+  return KernelSet{
+      name,
+      &quantize_q8_0,
+      &quantize_q8_1,
+      &tile_float<Isa, FloatKind::F32>,
+      &tile_float<Isa, FloatKind::F16>,
+      &tile_float<Isa, FloatKind::BF16>,
+      &tile_q32<Isa, Kind::Q4_0>,
+      &tile_q32<Isa, Kind::Q4_1>,
+      &tile_q32<Isa, Kind::Q8_0>,
+      &tile_q6_k_portable,
+  };
+}
+
+}  // namespace
+}  // namespace vigil::kernels

@@ -9,7 +9,8 @@
 namespace vigil {
 namespace {
 
-constexpr std::string_view kDefaultSystem = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+constexpr std::string_view kDefaultSystem =
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
 constexpr std::array<std::string_view, 4> kRoles = {"system", "user", "assistant", "tool"};
 
 void append_turn(std::string& out, std::string_view role, std::string_view content) {

@@ -47,7 +47,11 @@ uint32_t next_codepoint(std::string_view s, size_t& i) {
     ++i;
     return b0;
   }
-  const size_t n = (b0 & 0x40) == 0 ? 0 : (b0 & 0x20) == 0 ? 2 : (b0 & 0x10) == 0 ? 3 : (b0 & 0x08) == 0 ? 4 : 0;
+  const size_t n = (b0 & 0x40) == 0   ? 0
+                   : (b0 & 0x20) == 0 ? 2
+                   : (b0 & 0x10) == 0 ? 3
+                   : (b0 & 0x08) == 0 ? 4
+                                      : 0;
   if (n == 0 || i + n > s.size()) {
     ++i;
     return kReplacement;
@@ -87,6 +91,31 @@ void append_utf8(uint32_t cpt, std::string& out) {
     put(0x80 | ((cpt >> 6) & 0x3F));
     put(0x80 | (cpt & 0x3F));
   }
+}
+
+// llama_decode_text: each code point of a token back to the byte it stands for; one outside
+// GPT-2's map is spelled out the way llama.cpp does it.
+std::string decode_byte_level(std::string_view text) {
+  const ByteMap& bytes = byte_map();
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    const uint32_t cpt = next_codepoint(text, i);
+    if (cpt < bytes.to_byte.size() && bytes.to_byte[cpt] >= 0) {
+      out.push_back(static_cast<char>(bytes.to_byte[cpt]));
+      continue;
+    }
+    std::string utf8;
+    append_utf8(cpt, utf8);
+    static constexpr char kHex[] = "0123456789abcdef";
+    out += "[UNK_BYTE_0x";
+    for (char ch : utf8) {
+      out += kHex[static_cast<uint8_t>(ch) >> 4];
+      out += kHex[static_cast<uint8_t>(ch) & 15];
+    }
+    out.append(text);
+    out += ']';
+  }
+  return out;
 }
 
 // What the pre-tokenizer's regexes distinguish. NONE stands for "outside the current chunk",
@@ -178,7 +207,8 @@ Vocab Vocab::from_gguf(const GgufFile& file) {
 
   Vocab v;
   const auto tokens = file.get_string_array("tokenizer.ggml.tokens");
-  if (tokens.empty() || tokens.size() > (1u << 24)) file.fail("tokenizer.ggml.tokens has " + std::to_string(tokens.size()) + " entries");
+  if (tokens.empty() || tokens.size() > (1u << 24))
+    file.fail("tokenizer.ggml.tokens has " + std::to_string(tokens.size()) + " entries");
   const size_t n = tokens.size();
   std::vector<int32_t> types(n, 1);
   if (file.find("tokenizer.ggml.token_type")) {
@@ -191,11 +221,10 @@ Vocab Vocab::from_gguf(const GgufFile& file) {
   // Texts llama.cpp treats as end of generation (its EOT/EOG lists and the FIM pad/repo/sep tokens
   // it adds to EOG) and forces to control type.
   static const std::array<std::string_view, 18> kEogTexts = {
-      "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>",
-      "<EOT>", "<|end_of_text|>", "<end_of_utterance>", "<|fim_pad|>", "<fim-pad>", "<PAD>",
-      "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>"};
+      "<|endoftext|>", "<|im_end|>",      "<|eot_id|>",         "<|eom_id|>",  "<|end|>",    "<end_of_turn>",
+      "<EOT>",         "<|end_of_text|>", "<end_of_utterance>", "<|fim_pad|>", "<fim-pad>",  "<PAD>",
+      "<|fim_repo|>",  "<|repo_name|>",   "<fim-repo>",         "<REPO>",      "<reponame>", "<|file_sep|>"};
 
-  const ByteMap& bytes = byte_map();
   v.tokens_.reserve(n);
   v.kinds_.resize(n);
   v.pieces_.resize(n);
@@ -205,16 +234,11 @@ Vocab Vocab::from_gguf(const GgufFile& file) {
     const std::string_view text = tokens[id];
     v.tokens_.emplace_back(text);
     v.token_ids_.emplace(text, static_cast<int32_t>(id));  // a duplicate keeps its first id
-    TokenKind kind = TokenKind::UNDEFINED;
-    switch (types[id]) {
-      case 1: kind = TokenKind::NORMAL; break;
-      case 2: kind = TokenKind::UNKNOWN; break;
-      case 3: kind = TokenKind::CONTROL; break;
-      case 4: kind = TokenKind::USER_DEFINED; break;
-      case 5: kind = TokenKind::UNUSED; break;
-      case 6: kind = TokenKind::BYTE; break;
-      default: break;
-    }
+    // GGUF token_type: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte.
+    static constexpr TokenKind kByType[] = {TokenKind::UNDEFINED, TokenKind::NORMAL,       TokenKind::UNKNOWN,
+                                            TokenKind::CONTROL,   TokenKind::USER_DEFINED, TokenKind::UNUSED,
+                                            TokenKind::BYTE};
+    TokenKind kind = types[id] >= 1 && types[id] <= 6 ? kByType[types[id]] : TokenKind::UNDEFINED;
     if (std::find(kEogTexts.begin(), kEogTexts.end(), text) != kEogTexts.end()) {
       v.eog_[id] = true;
       if (kind != TokenKind::USER_DEFINED && kind != TokenKind::UNKNOWN) kind = TokenKind::CONTROL;
@@ -226,24 +250,7 @@ Vocab Vocab::from_gguf(const GgufFile& file) {
       piece = text;
       if (!text.empty()) v.specials_.push_back({static_cast<int32_t>(id), kind == TokenKind::USER_DEFINED});
     } else if (kind == TokenKind::NORMAL) {
-      // llama_decode_text: each code point back to its byte; one outside the map is spelled out.
-      for (size_t i = 0; i < text.size();) {
-        const uint32_t cpt = next_codepoint(text, i);
-        if (cpt < bytes.to_byte.size() && bytes.to_byte[cpt] >= 0) {
-          piece.push_back(static_cast<char>(bytes.to_byte[cpt]));
-          continue;
-        }
-        std::string utf8;
-        append_utf8(cpt, utf8);
-        static constexpr char kHex[] = "0123456789abcdef";
-        piece += "[UNK_BYTE_0x";
-        for (char ch : utf8) {
-          piece += kHex[static_cast<uint8_t>(ch) >> 4];
-          piece += kHex[static_cast<uint8_t>(ch) & 15];
-        }
-        piece.append(text);
-        piece += ']';
-      }
+      piece = decode_byte_level(text);
     }
     // Unused, byte and undefined tokens render as nothing, as in llama.cpp's BPE token_to_piece.
   }
@@ -264,7 +271,9 @@ Vocab Vocab::from_gguf(const GgufFile& file) {
   auto special_id = [&](std::string_view key) -> int32_t {
     const uint64_t id = file.get_uint_or(key, UINT64_MAX);
     if (id == UINT64_MAX) return -1;
-    if (id >= n) file.fail(std::string(key) + " " + std::to_string(id) + " is outside the " + std::to_string(n) + " tokens");
+    if (id >= n)
+      file.fail(std::string(key) + " " + std::to_string(id) + " is outside the " + std::to_string(n) +
+                " tokens");
     return static_cast<int32_t>(id);
   };
   v.bos_ = special_id("tokenizer.ggml.bos_token_id");
@@ -299,7 +308,9 @@ void Vocab::bpe_word(std::string_view word, std::vector<int32_t>& out) const {
     int left, right;
     size_t len;  // left.len + right.len when queued; a merge since then makes it stale
   };
-  auto later = [](const Bigram& a, const Bigram& b) { return a.rank > b.rank || (a.rank == b.rank && a.left > b.left); };
+  auto later = [](const Bigram& a, const Bigram& b) {
+    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
+  };
 
   std::vector<Symbol> symbols;
   for (size_t off = 0; off < word.size();) {
@@ -401,7 +412,8 @@ std::vector<int32_t> Vocab::encode(std::string_view text, bool parse_special) co
       }
       size_t pos = f.off;
       const size_t end = f.off + f.len;
-      for (size_t m; (m = text.substr(0, end).find(needle, pos)) != std::string_view::npos; pos = m + needle.size()) {
+      for (size_t m; (m = text.substr(0, end).find(needle, pos)) != std::string_view::npos;
+           pos = m + needle.size()) {
         if (m > pos) next.push_back({pos, m - pos, -1});
         next.push_back({m, needle.size(), special.id});
       }
@@ -435,10 +447,13 @@ std::string Vocab::decode(std::span<const int32_t> ids) const {
   return out;
 }
 
-bool Vocab::is_eog(int32_t id) const { return id >= 0 && static_cast<size_t>(id) < eog_.size() && eog_[static_cast<size_t>(id)]; }
+bool Vocab::is_eog(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < eog_.size() && eog_[static_cast<size_t>(id)];
+}
 
 bool Vocab::is_control(int32_t id) const {
-  return id >= 0 && static_cast<size_t>(id) < kinds_.size() && kinds_[static_cast<size_t>(id)] == TokenKind::CONTROL;
+  return id >= 0 && static_cast<size_t>(id) < kinds_.size() &&
+         kinds_[static_cast<size_t>(id)] == TokenKind::CONTROL;
 }
 
 std::string Utf8Streamer::push(std::string_view piece) {

@@ -64,7 +64,11 @@ std::string escaped(std::string_view s) {
 bool valid_utf8(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     const auto b = static_cast<uint8_t>(s[i]);
-    const size_t n = b < 0x80 ? 1 : b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+    const size_t n = b < 0x80                 ? 1
+                     : b >= 0xC2 && b <= 0xDF ? 2
+                     : b >= 0xE0 && b <= 0xEF ? 3
+                     : b >= 0xF0 && b <= 0xF4 ? 4
+                                              : 0;
     if (n == 0 || i + n > s.size()) return false;
     uint32_t cpt = n == 1 ? b : b & (0x7Fu >> n);
     for (size_t k = 1; k < n; ++k) {
@@ -114,7 +118,8 @@ std::string without_tokenless_bytes(std::string_view s) {
 class VocabReference : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(VIGIL_MODEL_PATH)) GTEST_FAIL() << VIGIL_MODEL_PATH << " missing: run scripts/fetch_model.sh";
+    if (!std::filesystem::exists(VIGIL_MODEL_PATH))
+      GTEST_FAIL() << VIGIL_MODEL_PATH << " missing: run scripts/fetch_model.sh";
   }
 };
 
@@ -169,7 +174,8 @@ TEST_F(VocabReference, DecodeMatchesLlamaCppDetokenize) {
     const auto ids = c["ids"].get<std::vector<int32_t>>();
     const auto ids_special = c["ids_special"].get<std::vector<int32_t>>();
     EXPECT_EQ(v.decode(ids), base64_decode(c["detok_b64"].get<std::string>())) << escaped(text);
-    EXPECT_EQ(v.decode(ids_special), base64_decode(c["detok_special_b64"].get<std::string>())) << escaped(text);
+    EXPECT_EQ(v.decode(ids_special), base64_decode(c["detok_special_b64"].get<std::string>()))
+        << escaped(text);
   }
 }
 
@@ -191,7 +197,10 @@ TEST_F(VocabReference, InvalidUtf8BecomesReplacementCharacters) {
   // As llama.cpp: each byte that does not start a well-formed sequence is one U+FFFD.
   EXPECT_EQ(v.decode(v.encode("x\xe4\xb8", false)), "x\xef\xbf\xbd\xef\xbf\xbd");
   // Overlong forms and surrogates are decoded, not rejected, as llama.cpp does.
-  EXPECT_EQ(v.decode(v.encode("a\xc0\x80" "b", false)), std::string("a\0b", 3));
+  EXPECT_EQ(v.decode(v.encode("a\xc0\x80"
+                              "b",
+                              false)),
+            std::string("a\0b", 3));
   EXPECT_EQ(v.decode(v.encode("\xed\xa0\x80", false)), "\xed\xa0\x80");
   // Where llama.cpp aborts (a 4-byte form above U+10FFFF reaches unicode_cpt_to_utf8 and throws
   // out of llama_tokenize), we treat the lead byte as invalid: four U+FFFD.
@@ -220,7 +229,11 @@ std::string llama_normalized(std::string_view s) {
   std::string out;
   for (size_t i = 0; i < s.size();) {
     const auto b = static_cast<uint8_t>(s[i]);
-    const size_t n = b < 0x80 ? 1 : (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : (b & 0xF8) == 0xF0 ? 4 : 0;
+    const size_t n = b < 0x80             ? 1
+                     : (b & 0xE0) == 0xC0 ? 2
+                     : (b & 0xF0) == 0xE0 ? 3
+                     : (b & 0xF8) == 0xF0 ? 4
+                                          : 0;
     bool ok = n > 0 && i + n <= s.size();
     uint32_t cpt = n == 1 ? b : b & (0x7Fu >> n);
     for (size_t k = 1; ok && k < n; ++k) {
@@ -264,8 +277,10 @@ TEST_F(VocabReference, RandomBytesNeverCrashAndLoseOnlyBytesWithoutAToken) {
     std::string s;
     for (int i = len(rng); i > 0; --i) {
       // Mostly random bytes, now and then a special token's text.
-      if (byte(rng) < 4) s += kSpecials[pick(rng)];
-      else s.push_back(static_cast<char>(byte(rng)));
+      if (byte(rng) < 4)
+        s += kSpecials[pick(rng)];
+      else
+        s.push_back(static_cast<char>(byte(rng)));
     }
     for (bool special : {false, true}) {
       const auto ids = v.encode(s, special);
@@ -308,7 +323,9 @@ TEST(Utf8Streamer, InvalidBytesPassThroughAndFlushReleasesTheTail) {
   EXPECT_EQ(s.push("\xff"), "\xff");
   EXPECT_EQ(s.push("\x80\x80"), "\x80\x80");
   EXPECT_EQ(s.push("\xe4"), "");
-  EXPECT_EQ(s.push("a"), "\xe4" "a");  // the sequence can no longer complete
+  EXPECT_EQ(s.push("a"),
+            "\xe4"
+            "a");  // the sequence can no longer complete
   EXPECT_EQ(s.push("\xe4\xb8"), "");
   EXPECT_EQ(s.flush(), "\xe4\xb8");
   EXPECT_EQ(s.flush(), "");
@@ -316,7 +333,8 @@ TEST(Utf8Streamer, InvalidBytesPassThroughAndFlushReleasesTheTail) {
 
 // A hand-made vocabulary for what SmolLM2's does not exercise: user-defined tokens, merges whose
 // result is missing from the vocabulary, and bad metadata.
-test::GgufBuilder tiny_vocab(std::vector<std::string> tokens, std::vector<int32_t> types, std::vector<std::string> merges) {
+test::GgufBuilder tiny_vocab(std::vector<std::string> tokens, std::vector<int32_t> types,
+                             std::vector<std::string> merges) {
   test::GgufBuilder b;
   b.kv_string("tokenizer.ggml.model", "gpt2")
       .kv_string("tokenizer.ggml.pre", "smollm")
@@ -329,7 +347,10 @@ test::GgufBuilder tiny_vocab(std::vector<std::string> tokens, std::vector<int32_
 
 TEST(VocabTiny, UserDefinedTokensSplitEvenWithoutParseSpecial) {
   // 0 <s> control, 1 <tool> user-defined, then a b c Ġ ab Ġa; "b c" merges into a missing "bc".
-  const auto bytes = tiny_vocab({"<s>", "<tool>", "a", "b", "c", "\xc4\xa0", "ab", "\xc4\xa0" "a", "<", ">", "s", "/"},
+  const auto bytes = tiny_vocab({"<s>", "<tool>", "a", "b", "c", "\xc4\xa0", "ab",
+                                 "\xc4\xa0"
+                                 "a",
+                                 "<", ">", "s", "/"},
                                 {3, 4, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, {"a b", "\xc4\xa0 a", "b c"})
                          .build();
   const Vocab v = Vocab::from_gguf(GgufFile::parse(bytes, "tiny.gguf"));
@@ -354,8 +375,12 @@ void expect_gguf_error(const std::vector<uint8_t>& bytes, const std::string& fra
 
 TEST(VocabTiny, BadMetadataIsANamedError) {
   expect_gguf_error(test::GgufBuilder().build(), "tokenizer.ggml.model");
-  expect_gguf_error(test::GgufBuilder().kv_string("tokenizer.ggml.model", "llama").build(), "'llama' is not supported");
-  expect_gguf_error(test::GgufBuilder().kv_string("tokenizer.ggml.model", "gpt2").kv_string("tokenizer.ggml.pre", "qwen2").build(),
+  expect_gguf_error(test::GgufBuilder().kv_string("tokenizer.ggml.model", "llama").build(),
+                    "'llama' is not supported");
+  expect_gguf_error(test::GgufBuilder()
+                        .kv_string("tokenizer.ggml.model", "gpt2")
+                        .kv_string("tokenizer.ggml.pre", "qwen2")
+                        .build(),
                     "'qwen2' is not supported");
   expect_gguf_error(tiny_vocab({"a", "b"}, {1}, {"a b"}).build(), "token_type has 1 entries for 2 tokens");
   expect_gguf_error(tiny_vocab({"a", "b"}, {1, 1}, {"ab"}).build(), "merges[0] 'ab'");

@@ -1,0 +1,75 @@
+// Matmul throughput on the model's shapes: GB/s of weights streamed (decode) and GFLOP/s (prefill).
+// The path is the automatic one; VIGIL_KERNEL_PATH=avx2|scalar measures the others.
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quants.h"
+
+namespace vigil {
+namespace {
+
+// Random quants with sane fp16 scales: speed does not depend on the values, only on the layout.
+std::vector<uint8_t> make_weights(GgmlType type, int64_t rows, int64_t cols) {
+  const size_t block_bytes = type == GgmlType::Q4_1 ? sizeof(BlockQ4_1) : sizeof(BlockQ8_0);
+  std::vector<uint8_t> w(static_cast<size_t>(rows * cols / kQK) * block_bytes);
+  std::mt19937 rng(1);
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  for (size_t at = 0; at < w.size(); at += block_bytes) {
+    const uint16_t d = fp32_to_fp16(0.01f);
+    std::memcpy(w.data() + at, &d, 2);
+    if (type == GgmlType::Q4_1) std::memcpy(w.data() + at + 2, &d, 2);
+  }
+  return w;
+}
+
+ThreadPool& pool_of(int threads) {
+  static std::unique_ptr<ThreadPool> pools[3];
+  if (!pools[threads]) pools[threads] = std::make_unique<ThreadPool>(threads);
+  return *pools[threads];
+}
+
+// Args: weight type, rows, cols, tokens, threads.
+void BM_Matmul(benchmark::State& state) {
+  const auto type = static_cast<GgmlType>(state.range(0));
+  const int64_t rows = state.range(1), cols = state.range(2), tokens = state.range(3);
+  ThreadPool& pool = pool_of(static_cast<int>(state.range(4)));
+  const auto w = make_weights(type, rows, cols);
+  std::vector<float> x(static_cast<size_t>(tokens * cols), 0.5f), y(static_cast<size_t>(tokens * rows));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.1f - 0.8f;
+  MatmulScratch scratch;
+  const WeightView view{type, w.data(), rows, cols};
+  for (auto _ : state) {
+    matmul(view, x.data(), tokens, y.data(), pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetLabel(std::string(cpu_kernel_path()));
+  state.counters["weight_GB/s"] = benchmark::Counter(static_cast<double>(w.size()) * 1e-9,
+                                                     benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2e-9 * static_cast<double>(rows * cols * tokens),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+constexpr int64_t kQ4_1 = static_cast<int64_t>(GgmlType::Q4_1);
+constexpr int64_t kQ8_0 = static_cast<int64_t>(GgmlType::Q8_0);
+
+// SmolLM2-135M: FFN 576↔1536 (Q4_1), output head 49152×576 (Q8_0); decode and a 512-token prompt.
+BENCHMARK(BM_Matmul)
+    ->ArgNames({"type", "rows", "cols", "tokens", "threads"})
+    ->Args({kQ4_1, 1536, 576, 1, 1})->Args({kQ4_1, 1536, 576, 1, 2})
+    ->Args({kQ4_1, 576, 1536, 1, 1})->Args({kQ4_1, 576, 1536, 1, 2})
+    ->Args({kQ8_0, 1536, 576, 1, 1})
+    ->Args({kQ8_0, 49152, 576, 1, 1})->Args({kQ8_0, 49152, 576, 1, 2})
+    ->Args({kQ4_1, 1536, 576, 16, 2})
+    ->Args({kQ4_1, 1536, 576, 512, 1})->Args({kQ4_1, 1536, 576, 512, 2})
+    ->Args({kQ4_1, 576, 1536, 512, 2})
+    ->Args({kQ8_0, 49152, 576, 16, 2})
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace vigil
+
+BENCHMARK_MAIN();

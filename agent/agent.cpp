@@ -12,10 +12,14 @@
 #include <prometheus/text_serializer.h>
 
 #include "collectors/agent_stats.h"
+#include "collectors/cuda_graph_collector.h"
+#include "collectors/gpu_memory_collector.h"
 #include "collectors/self_collector.h"
 #include "collectors/tcp_collector.h"
+#include "discovery/library_scanner.h"
 #include "discovery/process_table.h"
 #include "export/http_server.h"
+#include "probes/cuda_probe.h"
 #include "probes/tcp_probe.h"
 
 namespace vigil::agent {
@@ -46,7 +50,32 @@ class Agent {
         stats_.set_enabled("tcp", false, "load_failed");
       }
     }
+    if (!cfg_.probes.cuda) {
+      stats_.set_enabled("cuda", false, "disabled_by_config");
+    } else {
+      try {
+        cuda_ = std::make_unique<CudaProbe>(cfg_.kernel_btf, stats_);
+        gpu_memory_ = std::make_shared<GpuMemoryCollector>(
+            cuda_->procs_fd(), cuda_->errors_fd(), cuda_->live_fd(), cuda_->handles_fd(),
+            cfg_.fragmentation_window, processes_);
+        collectors_.push_back({"gpu_memory", gpu_memory_});
+        collectors_.push_back({"cuda_graph", std::make_shared<CudaGraphCollector>(
+                                                 cuda_->procs_fd(), cuda_->errors_fd(), processes_)});
+        // Until a libcuda is found the set is loaded but has nothing to watch.
+        stats_.set_enabled("cuda", true, "");
+        for (const auto& path : cfg_.libraries.cuda) cuda_->attach(path);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "vigil-agent: cuda probes disabled: %s\n", e.what());
+        stats_.set_enabled("cuda", false, "load_failed");
+      }
+    }
     collectors_.push_back({"self", std::make_shared<SelfCollector>(stats_)});
+  }
+
+  // Waits up to timeout_ms for ring buffer events (or just sleeps when no set has any).
+  void poll(int timeout_ms) {
+    if (cuda_) cuda_->poll(timeout_ms);
+    else std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
   }
 
   HttpResponse handle(const std::string& path) {
@@ -59,7 +88,13 @@ class Agent {
   }
 
   void housekeeping() {
+    if (cfg_.libraries.discover && cuda_) {
+      for (const auto& hit : scan_libraries("/proc")) {
+        if (hit.kind == LibraryKind::kCuda) cuda_->attach(hit.open_path, hit.dev, hit.inode);
+      }
+    }
     if (tcp_collector_) tcp_collector_->expire();
+    if (gpu_memory_) gpu_memory_->sample();
     ready_ = true;
   }
 
@@ -83,6 +118,8 @@ class Agent {
   ProcessTable processes_;
   std::unique_ptr<TcpProbe> tcp_;
   std::shared_ptr<TcpCollector> tcp_collector_;
+  std::unique_ptr<CudaProbe> cuda_;
+  std::shared_ptr<GpuMemoryCollector> gpu_memory_;
   std::vector<NamedCollector> collectors_;
   std::atomic<bool> ready_{false};
 };
@@ -108,7 +145,7 @@ int run_agent(const Config& cfg, const std::atomic<bool>& stop) {
       agent.housekeeping();
       next = std::chrono::steady_clock::now() + cfg.poll_interval;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    agent.poll(50);
   }
   std::fputs("vigil-agent: stopping, detaching probes\n", stderr);
   return 0;

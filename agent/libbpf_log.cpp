@@ -13,7 +13,7 @@ bool g_verbose = false;
 
 int print_libbpf(enum libbpf_print_level level, const char* format, va_list args) {
   if (level == LIBBPF_DEBUG && !g_verbose) return 0;
-  std::fputs("libbpf: ", stderr);
+  // libbpf's own messages already start with "libbpf: ".
   return std::vfprintf(stderr, format, args);
 }
 

@@ -1,0 +1,113 @@
+// GPU memory collector. gpu_memory_fragmentation_ratio is the source document's definition:
+// successful allocations of at most 4 KiB over all successful allocations, counted over the
+// last `windows.fragmentation` (default 5 min, sampled every poll interval, so the window is
+// that long rounded up to one poll interval). With no allocation in the window it is absent.
+#include "collectors/gpu_memory_collector.h"
+
+#include <bpf/bpf.h>
+
+#include <cmath>
+#include <limits>
+
+#include "collectors/cuda_maps.h"
+#include "collectors/cuda_result.h"
+#include "probes/bpf_util.h"
+
+namespace vigil::agent {
+
+using prometheus::MetricType;
+
+void GpuMemoryCollector::expire(uint32_t pid) {
+  bpf_map_delete_elem(procs_fd_, &pid);
+  for (const auto& [k, n] : read_cuda_errors(errors_fd_))
+    if (k.tgid == pid) bpf_map_delete_elem(errors_fd_, &k);
+  struct PtrKey {
+    __u32 tgid, pad;
+    __u64 ptr;
+  };
+  for (int fd : {live_fd_, handles_fd_})
+    for (const auto& k : map_keys<PtrKey>(fd))
+      if (k.tgid == pid) bpf_map_delete_elem(fd, &k);
+  samples_.erase(pid);
+}
+
+void GpuMemoryCollector::sample() {
+  auto now = Clock::now();
+  auto procs = read_cuda_procs(procs_fd_);
+  std::lock_guard lock(mu_);
+  for (const auto& [pid, p] : procs) {
+    if (processes_.expired(pid)) {
+      expire(pid);
+      continue;
+    }
+    processes_.labels(pid);  // cache comm/container while the process lives
+    auto& s = samples_[pid];
+    s.push_back({now, p.allocs, p.small_allocs});
+    // Keep one sample at or before the window's start: it is the baseline.
+    while (s.size() > 1 && s[1].at <= now - window_) s.pop_front();
+  }
+}
+
+std::vector<prometheus::MetricFamily> GpuMemoryCollector::Collect() const {
+  auto now = Clock::now();
+  auto procs = read_cuda_procs(procs_fd_);
+  auto errors = read_cuda_errors(errors_fd_);
+
+  auto ratio = make_family("gpu_memory_fragmentation_ratio",
+                           "Allocations of at most 4 KiB over all allocations in the sliding window (windows.fragmentation).",
+                           MetricType::Gauge);
+  auto live = make_family("gpu_memory_live_bytes",
+                          "Device memory the process holds: driver allocations plus VMM mappings.", MetricType::Gauge);
+  auto driver = make_family("gpu_memory_driver_allocated_bytes",
+                            "Live cuMemAlloc*-family allocations.", MetricType::Gauge);
+  auto mapped = make_family("gpu_memory_vmm_mapped_bytes", "Bytes mapped with cuMemMap and not unmapped.", MetricType::Gauge);
+  auto physical = make_family("gpu_memory_vmm_physical_bytes", "Bytes created with cuMemCreate and not released.", MetricType::Gauge);
+  auto reserved = make_family("gpu_memory_vmm_reserved_bytes", "Virtual address space reserved with cuMemAddressReserve.", MetricType::Gauge);
+  auto allocs = make_family("gpu_memory_allocations_total", "Successful allocations (driver allocs and cuMemCreate).", MetricType::Counter);
+  auto small = make_family("gpu_memory_small_allocations_total", "Successful allocations of at most 4 KiB.", MetricType::Counter);
+  auto hist = make_family("gpu_memory_allocation_size_bytes", "Sizes of successful allocations.", MetricType::Histogram);
+  auto failures = make_family("gpu_memory_allocation_failures_total",
+                              "Failed allocation calls, by CUDA error name.", MetricType::Counter);
+
+  std::vector<double> bounds;
+  for (int i = 0; i < CUDA_HIST_BUCKETS - 1; ++i) bounds.push_back(std::ldexp(1.0, i));
+  bounds.push_back(std::numeric_limits<double>::infinity());
+
+  std::lock_guard lock(mu_);
+  std::map<uint32_t, LabelList> labels;
+  for (const auto& [pid, p] : procs) {
+    LabelList l = cuda_process_labels(processes_, pid, p);
+    labels[pid] = l;
+    uint64_t base_allocs = 0, base_small = 0;
+    if (auto it = samples_.find(pid); it != samples_.end() && !it->second.empty() &&
+                                      it->second.front().at <= now - window_) {
+      base_allocs = it->second.front().allocs;
+      base_small = it->second.front().small;
+    }
+    if (p.allocs > base_allocs)
+      add_sample(ratio, l, static_cast<double>(p.small_allocs - base_small) /
+                               static_cast<double>(p.allocs - base_allocs));
+    add_sample(live, l, static_cast<double>(p.live_bytes + p.vmm_mapped_bytes));
+    add_sample(driver, l, static_cast<double>(p.live_bytes));
+    add_sample(mapped, l, static_cast<double>(p.vmm_mapped_bytes));
+    add_sample(physical, l, static_cast<double>(p.vmm_physical_bytes));
+    add_sample(reserved, l, static_cast<double>(p.vmm_reserved_bytes));
+    add_sample(allocs, l, static_cast<double>(p.allocs));
+    add_sample(small, l, static_cast<double>(p.small_allocs));
+    add_histogram(hist, l, bounds, std::vector<uint64_t>(p.size_hist, p.size_hist + CUDA_HIST_BUCKETS),
+                  static_cast<double>(p.alloc_bytes));
+  }
+  std::map<std::pair<uint32_t, std::string>, uint64_t> by_error;
+  for (const auto& [k, n] : errors) {
+    bool is_alloc = k.fn <= CUDA_FN_MEM_ALLOC_MANAGED || k.fn == CUDA_FN_MEM_CREATE;
+    if (is_alloc && labels.count(k.tgid)) by_error[{k.tgid, cuda_result_name(k.result)}] += n;
+  }
+  for (const auto& [key, n] : by_error) {
+    LabelList l = labels[key.first];
+    l.emplace_back("error", key.second);
+    add_sample(failures, l, static_cast<double>(n));
+  }
+  return {ratio, live, driver, mapped, physical, reserved, allocs, small, hist, failures};
+}
+
+}  // namespace vigil::agent

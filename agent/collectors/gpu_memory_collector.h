@@ -1,0 +1,44 @@
+// Exports GPU memory behaviour per process from cuda.bpf.c: live bytes, VMM, allocation sizes,
+// failures, and gpu_memory_fragmentation_ratio over a sliding window.
+#pragma once
+
+#include <prometheus/collectable.h>
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <mutex>
+
+#include "discovery/process_table.h"
+
+namespace vigil::agent {
+
+class GpuMemoryCollector : public prometheus::Collectable {
+ public:
+  using Clock = std::chrono::steady_clock;
+  GpuMemoryCollector(int procs_fd, int errors_fd, int live_fd, int handles_fd,
+                     std::chrono::milliseconds window, ProcessTable& processes)
+      : procs_fd_(procs_fd), errors_fd_(errors_fd), live_fd_(live_fd), handles_fd_(handles_fd),
+        window_(window), processes_(processes) {}
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+  // Called every poll interval: records allocation counts for the sliding window and drops the
+  // kernel state of processes gone longer than the grace period.
+  void sample();
+
+ private:
+  struct Sample {
+    Clock::time_point at;
+    uint64_t allocs;
+    uint64_t small;
+  };
+  void expire(uint32_t pid);
+
+  int procs_fd_, errors_fd_, live_fd_, handles_fd_;
+  std::chrono::milliseconds window_;
+  ProcessTable& processes_;
+  mutable std::mutex mu_;
+  std::map<uint32_t, std::deque<Sample>> samples_;
+};
+
+}  // namespace vigil::agent

@@ -1,0 +1,100 @@
+// Loads cuda.bpf.c: one generic entry/return program pair, attached per driver entry point with
+// the function id as cookie. Optional names (_ptsz variants, cuGraphInstantiate_v2) exist only in
+// some driver versions.
+#include "probes/cuda_probe.h"
+
+#include <linux/types.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include "collectors/cuda_result.h"
+#include "cuda.h"
+#include "cuda.skel.h"
+
+namespace vigil::agent {
+namespace {
+
+std::vector<UprobeTarget> cuda_targets() {
+  return {
+      {"cuMemAlloc_v2", CUDA_FN_MEM_ALLOC, false},
+      {"cuMemAllocPitch_v2", CUDA_FN_MEM_ALLOC_PITCH, false},
+      {"cuMemAllocAsync", CUDA_FN_MEM_ALLOC_ASYNC, false},
+      {"cuMemAllocAsync_ptsz", CUDA_FN_MEM_ALLOC_ASYNC, true},
+      {"cuMemAllocFromPoolAsync", CUDA_FN_MEM_ALLOC_FROM_POOL, false},
+      {"cuMemAllocFromPoolAsync_ptsz", CUDA_FN_MEM_ALLOC_FROM_POOL, true},
+      {"cuMemAllocManaged", CUDA_FN_MEM_ALLOC_MANAGED, false},
+      {"cuMemFree_v2", CUDA_FN_MEM_FREE, false},
+      {"cuMemFreeAsync", CUDA_FN_MEM_FREE_ASYNC, false},
+      {"cuMemFreeAsync_ptsz", CUDA_FN_MEM_FREE_ASYNC, true},
+      {"cuMemCreate", CUDA_FN_MEM_CREATE, false},
+      {"cuMemRelease", CUDA_FN_MEM_RELEASE, false},
+      {"cuMemMap", CUDA_FN_MEM_MAP, false},
+      {"cuMemUnmap", CUDA_FN_MEM_UNMAP, false},
+      {"cuMemAddressReserve", CUDA_FN_MEM_ADDRESS_RESERVE, false},
+      {"cuMemAddressFree", CUDA_FN_MEM_ADDRESS_FREE, false},
+      {"cuStreamBeginCapture_v2", CUDA_FN_STREAM_BEGIN_CAPTURE, false},
+      {"cuStreamBeginCapture_v2_ptsz", CUDA_FN_STREAM_BEGIN_CAPTURE, true},
+      {"cuStreamEndCapture", CUDA_FN_STREAM_END_CAPTURE, false},
+      {"cuStreamEndCapture_ptsz", CUDA_FN_STREAM_END_CAPTURE, true},
+      {"cuGraphInstantiateWithFlags", CUDA_FN_GRAPH_INSTANTIATE, false},
+      {"cuGraphInstantiateWithParams", CUDA_FN_GRAPH_INSTANTIATE, false},
+      {"cuGraphInstantiateWithParams_ptsz", CUDA_FN_GRAPH_INSTANTIATE, true},
+      {"cuGraphInstantiate_v2", CUDA_FN_GRAPH_INSTANTIATE, true},
+      {"cuGraphLaunch", CUDA_FN_GRAPH_LAUNCH, false},
+      {"cuGraphLaunch_ptsz", CUDA_FN_GRAPH_LAUNCH, true},
+      {"cuGraphExecUpdate_v2", CUDA_FN_GRAPH_EXEC_UPDATE, false},
+  };
+}
+
+}  // namespace
+
+void CudaProbe::SkelDeleter::operator()(cuda_bpf* s) const { cuda_bpf__destroy(s); }
+void CudaProbe::RingDeleter::operator()(ring_buffer* r) const { ring_buffer__free(r); }
+
+CudaProbe::CudaProbe(const std::string& btf_path, AgentStats& stats) : stats_(stats) {
+  LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
+  skel_.reset(cuda_bpf__open_opts(&opts));
+  if (!skel_) throw std::runtime_error("open cuda.bpf.o: " + errno_reason(errno));
+  if (int err = cuda_bpf__load(skel_.get()))
+    throw std::runtime_error("load cuda.bpf.o: " + errno_reason(err));
+  ring_.reset(ring_buffer__new(bpf_map__fd(skel_->maps.failures), on_failure, this, nullptr));
+  if (!ring_) throw std::runtime_error("cuda ring buffer: " + errno_reason(errno));
+  uprobes_ = std::make_unique<UprobeSet>("cuda", skel_->progs.cuda_enter, skel_->progs.cuda_exit,
+                                         cuda_targets(), stats_);
+  stats_.add_kernel_source("cuda", [this] { return read_probe_stats(skel_->maps.probe_stats); });
+}
+
+CudaProbe::~CudaProbe() {
+  stats_.add_kernel_source("cuda", [] { return KernelCounters{}; });
+  uprobes_.reset();
+}
+
+int CudaProbe::on_failure(void* ctx, void* data, size_t size) {
+  auto* self = static_cast<CudaProbe*>(ctx);
+  if (size < sizeof(cuda_failure)) return 0;
+  cuda_failure f;
+  std::memcpy(&f, data, sizeof f);
+  self->stats_.ringbuf_event("cuda");
+  std::fprintf(stderr,
+               "vigil-agent: cuda failure: pid=%u tid=%u comm=%.16s %s -> %s stream=0x%llx "
+               "graph=0x%llx size=%llu t=%llu ns\n",
+               f.tgid, f.tid, f.comm, cuda_fn_name(f.fn), cuda_result_name(f.result).c_str(),
+               static_cast<unsigned long long>(f.stream), static_cast<unsigned long long>(f.graph),
+               static_cast<unsigned long long>(f.size), static_cast<unsigned long long>(f.ts_ns));
+  return 0;
+}
+
+void CudaProbe::poll(int timeout_ms) {
+  int n = ring_buffer__poll(ring_.get(), timeout_ms);
+  if (n < 0 && n != -EINTR) std::fprintf(stderr, "vigil-agent: cuda ring buffer: %s\n", errno_reason(n).c_str());
+}
+
+int CudaProbe::procs_fd() const { return bpf_map__fd(skel_->maps.procs); }
+int CudaProbe::errors_fd() const { return bpf_map__fd(skel_->maps.errors); }
+int CudaProbe::live_fd() const { return bpf_map__fd(skel_->maps.live); }
+int CudaProbe::handles_fd() const { return bpf_map__fd(skel_->maps.handles); }
+
+}  // namespace vigil::agent

@@ -1,0 +1,50 @@
+// Loads cuda.bpf.c and attaches it to each distinct libcuda.so.1 the agent finds; logs the
+// failure context the kernel side sends through its ring buffer.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+#include "collectors/agent_stats.h"
+#include "probes/bpf_util.h"
+#include "probes/uprobe_set.h"
+
+struct cuda_bpf;
+struct ring_buffer;
+
+namespace vigil::agent {
+
+class CudaProbe {
+ public:
+  CudaProbe(const std::string& btf_path, AgentStats& stats);  // throws std::runtime_error
+  ~CudaProbe();
+  CudaProbe(const CudaProbe&) = delete;
+  CudaProbe& operator=(const CudaProbe&) = delete;
+
+  int attach(const std::string& path, dev_t dev, ino_t inode) { return uprobes_->attach(path, dev, inode); }
+  int attach(const std::string& path) { return uprobes_->attach(path); }
+  // Reads pending failure events (logging each); never blocks longer than timeout_ms.
+  void poll(int timeout_ms);
+
+  int procs_fd() const;
+  int errors_fd() const;
+  int live_fd() const;
+  int handles_fd() const;
+
+ private:
+  static int on_failure(void* ctx, void* data, size_t size);
+  struct SkelDeleter {
+    void operator()(cuda_bpf* s) const;
+  };
+  struct RingDeleter {
+    void operator()(ring_buffer* r) const;
+  };
+  AgentStats& stats_;
+  std::unique_ptr<cuda_bpf, SkelDeleter> skel_;
+  std::unique_ptr<ring_buffer, RingDeleter> ring_;
+  std::unique_ptr<UprobeSet> uprobes_;  // links go first, then the ring buffer, then the object
+};
+
+}  // namespace vigil::agent

@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: GPL-2.0
+/* CUDA driver API in libcuda.so.1: allocations (classic, async, pool, managed, VMM), stream
+ * capture and graphs. One entry and one return program serve every entry point; the uprobe's
+ * cookie says which function it is on. Counting happens here; failures go to a ring buffer. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include "cuda.h"
+#include "log2.bpf.h"
+#include "probe_stats.bpf.h"
+
+struct call_key {
+	__u32 tid;
+	__u32 fn;
+};
+
+struct call_args {
+	__u64 arg[5];
+};
+
+/* Arguments saved at entry for the return probe; LRU so calls that never return do not leak. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct call_key);
+	__type(value, struct call_args);
+} inflight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct cuda_proc);
+} procs SEC(".maps");
+
+struct ptr_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 ptr; /* CUdeviceptr, or a CUmemGenericAllocationHandle */
+};
+
+/* Live driver allocations: pointer -> size, so a free knows what it returns. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 262144);
+	__type(key, struct ptr_key);
+	__type(value, __u64);
+} live SEC(".maps");
+
+/* Live VMM physical allocations: handle -> size (cuMemRelease has no size argument). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct ptr_key);
+	__type(value, __u64);
+} handles SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct cuda_err_key);
+	__type(value, __u64);
+} errors SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} failures SEC(".maps");
+
+SEC("uprobe")
+int BPF_KPROBE(cuda_enter)
+{
+	struct call_key k = { .tid = (__u32)bpf_get_current_pid_tgid(), .fn = bpf_get_attach_cookie(ctx) };
+	struct call_args a = {
+		.arg = { PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx),
+			 PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx) },
+	};
+
+	stat_inc(VIGIL_STAT_EVENTS);
+	bpf_map_update_elem(&inflight, &k, &a, BPF_ANY);
+	return 0;
+}
+
+static __always_inline __u64 read_user_u64(__u64 addr)
+{
+	__u64 v = 0;
+
+	bpf_probe_read_user(&v, sizeof(v), (const void *)addr);
+	return v;
+}
+
+static __always_inline void count_alloc(struct cuda_proc *p, __u64 size)
+{
+	__u64 b = log2_ceil(size);
+
+	p->allocs++;
+	p->alloc_bytes += size;
+	if (size <= CUDA_SMALL_ALLOC_BYTES)
+		p->small_allocs++;
+	if (b >= CUDA_HIST_BUCKETS)
+		b = CUDA_HIST_BUCKETS - 1;
+	p->size_hist[b]++;
+}
+
+static __always_inline void add_live(struct cuda_proc *p, void *map, __u32 tgid, __u64 ptr, __u64 size)
+{
+	struct ptr_key k = { .tgid = tgid, .ptr = ptr };
+
+	bpf_map_update_elem(map, &k, &size, BPF_ANY);
+	count_alloc(p, size);
+}
+
+static __always_inline __u64 take_live(void *map, __u32 tgid, __u64 ptr)
+{
+	struct ptr_key k = { .tgid = tgid, .ptr = ptr };
+	__u64 *size = bpf_map_lookup_elem(map, &k), v;
+
+	if (!size)
+		return 0;
+	v = *size;
+	bpf_map_delete_elem(map, &k);
+	return v;
+}
+
+static __always_inline void sub_floor(__u64 *v, __u64 d)
+{
+	*v = *v > d ? *v - d : 0;
+}
+
+/* The stream and graph handles of a call, for the failure context. */
+static __always_inline void context_of(__u32 fn, const struct call_args *a, struct cuda_failure *f)
+{
+	switch (fn) {
+	case CUDA_FN_MEM_ALLOC_ASYNC: f->stream = a->arg[2]; f->size = a->arg[1]; break;
+	case CUDA_FN_MEM_ALLOC_FROM_POOL: f->stream = a->arg[3]; f->size = a->arg[1]; break;
+	case CUDA_FN_MEM_ALLOC:
+	case CUDA_FN_MEM_ALLOC_MANAGED:
+	case CUDA_FN_MEM_CREATE: f->size = a->arg[1]; break;
+	case CUDA_FN_MEM_FREE_ASYNC: f->stream = a->arg[1]; break;
+	case CUDA_FN_STREAM_BEGIN_CAPTURE:
+	case CUDA_FN_STREAM_END_CAPTURE: f->stream = a->arg[0]; break;
+	case CUDA_FN_GRAPH_INSTANTIATE: f->graph = a->arg[1]; break;
+	case CUDA_FN_GRAPH_LAUNCH: f->graph = a->arg[0]; f->stream = a->arg[1]; break;
+	case CUDA_FN_GRAPH_EXEC_UPDATE: f->graph = a->arg[0]; break;
+	}
+}
+
+static __always_inline void report_failure(__u32 tgid, __u32 fn, __s32 rc, const struct call_args *a)
+{
+	static const __u64 zero;
+	struct cuda_err_key ek = { .tgid = tgid, .fn = fn, .result = rc };
+	struct cuda_failure *f;
+	__u64 *n = lookup_or_init(&errors, &ek, &zero);
+
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	f = bpf_ringbuf_reserve(&failures, sizeof(*f), 0);
+	if (!f) {
+		stat_inc(VIGIL_STAT_RINGBUF_DROPS);
+		return;
+	}
+	__builtin_memset(f, 0, sizeof(*f));
+	f->ts_ns = bpf_ktime_get_ns();
+	f->tgid = tgid;
+	f->tid = (__u32)bpf_get_current_pid_tgid();
+	f->fn = fn;
+	f->result = rc;
+	context_of(fn, a, f);
+	bpf_get_current_comm(f->comm, sizeof(f->comm));
+	bpf_ringbuf_submit(f, 0);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(cuda_exit, long ret)
+{
+	static const struct cuda_proc zero;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, fn = bpf_get_attach_cookie(ctx);
+	struct call_key k = { .tid = (__u32)id, .fn = fn };
+	struct call_args *a = bpf_map_lookup_elem(&inflight, &k);
+	struct cuda_proc *p;
+	__s32 rc = (__s32)ret;
+	__u64 size;
+
+	if (!a || fn >= CUDA_FN_MAX)
+		return 0;
+	p = lookup_or_init(&procs, &tgid, &zero);
+	if (!p)
+		goto out;
+	p->calls[fn & (CUDA_FN_SLOTS - 1)]++;
+	if (!p->comm[0])
+		bpf_get_current_comm(p->comm, sizeof(p->comm));
+	switch (fn) {
+	case CUDA_FN_MEM_ALLOC:
+	case CUDA_FN_MEM_ALLOC_ASYNC:
+	case CUDA_FN_MEM_ALLOC_FROM_POOL:
+	case CUDA_FN_MEM_ALLOC_MANAGED:
+	case CUDA_FN_MEM_ALLOC_PITCH:
+		if (p->open_captures > 0)
+			p->allocs_in_capture++;
+		if (rc)
+			break;
+		/* cuMemAllocPitch: size is *pPitch x Height, known only on return. */
+		size = fn == CUDA_FN_MEM_ALLOC_PITCH ? read_user_u64(a->arg[1]) * a->arg[3] : a->arg[1];
+		add_live(p, &live, tgid, read_user_u64(a->arg[0]), size);
+		p->live_bytes += size;
+		break;
+	case CUDA_FN_MEM_FREE:
+	case CUDA_FN_MEM_FREE_ASYNC:
+		if (!rc)
+			sub_floor(&p->live_bytes, take_live(&live, tgid, a->arg[0]));
+		break;
+	case CUDA_FN_MEM_CREATE:
+		if (p->open_captures > 0)
+			p->allocs_in_capture++;
+		if (rc)
+			break;
+		add_live(p, &handles, tgid, read_user_u64(a->arg[0]), a->arg[1]);
+		p->vmm_physical_bytes += a->arg[1];
+		break;
+	case CUDA_FN_MEM_RELEASE:
+		if (!rc)
+			sub_floor(&p->vmm_physical_bytes, take_live(&handles, tgid, a->arg[0]));
+		break;
+	case CUDA_FN_MEM_MAP:
+		if (!rc)
+			p->vmm_mapped_bytes += a->arg[1];
+		break;
+	case CUDA_FN_MEM_UNMAP:
+		if (!rc)
+			sub_floor(&p->vmm_mapped_bytes, a->arg[1]);
+		break;
+	case CUDA_FN_MEM_ADDRESS_RESERVE:
+		if (!rc)
+			p->vmm_reserved_bytes += a->arg[1];
+		break;
+	case CUDA_FN_MEM_ADDRESS_FREE:
+		if (!rc)
+			sub_floor(&p->vmm_reserved_bytes, a->arg[1]);
+		break;
+	case CUDA_FN_STREAM_BEGIN_CAPTURE:
+		if (!rc)
+			p->open_captures++;
+		break;
+	case CUDA_FN_STREAM_END_CAPTURE:
+		/* An invalidated capture still ends; CUDA_ERROR_ILLEGAL_STATE means none was open. */
+		if (rc != 401 && p->open_captures > 0)
+			p->open_captures--;
+		break;
+	}
+	if (rc)
+		report_failure(tgid, fn, rc, a);
+out:
+	bpf_map_delete_elem(&inflight, &k);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

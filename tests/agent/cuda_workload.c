@@ -1,0 +1,189 @@
+/* Workload for the agent's CUDA test: drives the driver API (the stand-in libcuda, or the real
+ * one on a GPU machine) through allocations, VMM, an allocation that invalidates a stream
+ * capture, graphs and injected failures, and prints what it did as JSON: the truth the agent's
+ * metrics are compared with. Waits for a line on stdin before starting and before exiting. */
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_ALLOCS 128
+#define MAX_KEYS 64
+
+struct counter {
+	char key[96];
+	long n;
+};
+
+static struct counter calls[MAX_KEYS], errors[MAX_KEYS];
+static size_t sizes[MAX_ALLOCS];
+static int nsizes;
+static long long live_bytes, mapped, physical, reserved;
+static long allocs_in_capture;
+static int capturing;
+
+static void bump(struct counter *c, const char *key)
+{
+	for (int i = 0; i < MAX_KEYS; i++) {
+		if (!c[i].key[0])
+			snprintf(c[i].key, sizeof(c[i].key), "%s", key);
+		if (!strcmp(c[i].key, key)) {
+			c[i].n++;
+			return;
+		}
+	}
+}
+
+#define NAME(x) case x: return #x
+static const char *result_name(CUresult rc)
+{
+	switch (rc) {
+	NAME(CUDA_ERROR_INVALID_VALUE);
+	NAME(CUDA_ERROR_OUT_OF_MEMORY);
+	NAME(CUDA_ERROR_INVALID_HANDLE);
+	NAME(CUDA_ERROR_ILLEGAL_STATE);
+	NAME(CUDA_ERROR_LAUNCH_FAILED);
+	NAME(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	NAME(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+	NAME(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+	default: return "unexpected";
+	}
+}
+
+/* Records one call of FN with result RC: "fn" in calls, "fn/ERROR_NAME" in errors. */
+static CUresult record(const char *fn, CUresult rc, int is_alloc)
+{
+	char key[96];
+
+	bump(calls, fn);
+	if (is_alloc && capturing)
+		allocs_in_capture++;
+	if (rc) {
+		snprintf(key, sizeof(key), "%s/%s", fn, result_name(rc));
+		bump(errors, key);
+	}
+	return rc;
+}
+
+static void allocated(size_t size)
+{
+	if (nsizes < MAX_ALLOCS)
+		sizes[nsizes++] = size;
+}
+
+static void wait_line(void)
+{
+	char line[16];
+
+	if (!fgets(line, sizeof(line), stdin))
+		exit(1);
+}
+
+static void print_counters(const char *name, const struct counter *c)
+{
+	printf("\"%s\": {", name);
+	for (int i = 0; i < MAX_KEYS && c[i].key[0]; i++)
+		printf("%s\"%s\": %ld", i ? ", " : "", c[i].key, c[i].n);
+	printf("}");
+}
+
+int main(void)
+{
+	CUdeviceptr small[30], big[8], p, async_p, va;
+	CUstream stream = (CUstream)0x5157;
+	CUmemoryPool pool = (CUmemoryPool)0x9001;
+	CUmemGenericAllocationHandle h[2];
+	CUmemAllocationProp prop;
+	CUgraph graph = NULL;
+	CUgraphExec exec = NULL, exec2 = NULL, none = NULL;
+	size_t pitch = 0, sz;
+
+	printf("ready pid=%d\n", getpid());
+	fflush(stdout);
+	wait_line();
+	if (cuInit(0))
+		return 1;
+
+	for (int i = 0; i < 30; i++) { /* small: 256 B .. 4 KiB */
+		sz = 256 * (size_t)(i % 16 + 1);
+		if (!record("cuMemAlloc_v2", cuMemAlloc(&small[i], sz), 1)) { allocated(sz); live_bytes += sz; }
+	}
+	for (int i = 0; i < 8; i++) { /* large: just over 1 MiB */
+		sz = (1u << 20) + 4096 * (size_t)i;
+		if (!record("cuMemAlloc_v2", cuMemAlloc(&big[i], sz), 1)) { allocated(sz); live_bytes += sz; }
+	}
+	if (!record("cuMemAllocPitch_v2", cuMemAllocPitch(&p, &pitch, 1000, 64, 4), 1)) {
+		allocated(pitch * 64);
+		live_bytes += (long long)(pitch * 64);
+	}
+	if (!record("cuMemAllocAsync", cuMemAllocAsync(&async_p, 8192, stream), 1)) { allocated(8192); live_bytes += 8192; }
+	if (!record("cuMemAllocFromPoolAsync", cuMemAllocFromPoolAsync(&p, 100, pool, stream), 1)) { allocated(100); live_bytes += 100; }
+	if (!record("cuMemAllocManaged", cuMemAllocManaged(&p, 3u << 20, CU_MEM_ATTACH_GLOBAL), 1)) { allocated(3u << 20); live_bytes += 3 << 20; }
+	for (int i = 0; i < 10; i++)
+		if (!record("cuMemFree_v2", cuMemFree(small[i]), 0))
+			live_bytes -= 256 * (i % 16 + 1);
+	if (!record("cuMemFreeAsync", cuMemFreeAsync(async_p, stream), 0))
+		live_bytes -= 8192;
+
+	setenv("VIGIL_FAKE_CUDA_FAIL", "cuMemAlloc_v2=2,cuMemAllocManaged=2", 1);
+	record("cuMemAlloc_v2", cuMemAlloc(&p, 1ull << 34), 1);
+	record("cuMemAlloc_v2", cuMemAlloc(&p, 1ull << 34), 1);
+	record("cuMemAllocManaged", cuMemAllocManaged(&p, 1ull << 34, CU_MEM_ATTACH_GLOBAL), 1);
+	unsetenv("VIGIL_FAKE_CUDA_FAIL");
+
+	/* Virtual memory management, as PyTorch's expandable segments use it. */
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	if (!record("cuMemAddressReserve", cuMemAddressReserve(&va, 64u << 20, 0, 0, 0), 0))
+		reserved += 64 << 20;
+	for (int i = 0; i < 2; i++)
+		if (!record("cuMemCreate", cuMemCreate(&h[i], 2u << 20, &prop, 0), 1)) { allocated(2u << 20); physical += 2 << 20; }
+	for (int i = 0; i < 2; i++)
+		if (!record("cuMemMap", cuMemMap(va + (CUdeviceptr)i * (2u << 20), 2u << 20, 0, h[i], 0), 0))
+			mapped += 2 << 20;
+	if (!record("cuMemUnmap", cuMemUnmap(va + (2u << 20), 2u << 20), 0))
+		mapped -= 2 << 20;
+	if (!record("cuMemRelease", cuMemRelease(h[1]), 0))
+		physical -= 2 << 20;
+
+	/* An allocation inside a capture: the allocation fails and the capture is invalidated. */
+	if (!record("cuStreamBeginCapture_v2", cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), 0))
+		capturing = 1;
+	record("cuMemAlloc_v2", cuMemAlloc(&p, 4096), 1);
+	record("cuStreamEndCapture", cuStreamEndCapture(stream, &graph), 0);
+	capturing = 0;
+
+	/* A good capture, its graph, launches and failures. */
+	if (!record("cuStreamBeginCapture_v2", cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), 0))
+		capturing = 1;
+	record("cuStreamEndCapture", cuStreamEndCapture(stream, &graph), 0);
+	capturing = 0;
+	record("cuGraphInstantiate", cuGraphInstantiate(&exec, graph, 0), 0);
+	record("cuGraphInstantiate", cuGraphInstantiate(&exec2, NULL, 0), 0);
+	record("cuGraphInstantiate", cuGraphInstantiateWithParams(&exec2, graph, NULL), 0);
+	for (int i = 0; i < 5; i++)
+		record("cuGraphLaunch", cuGraphLaunch(exec, stream), 0);
+	setenv("VIGIL_FAKE_CUDA_FAIL", "cuGraphLaunch=719,cuGraphExecUpdate_v2=910", 1);
+	record("cuGraphLaunch", cuGraphLaunch(exec, stream), 0);
+	record("cuGraphLaunch", cuGraphLaunch(exec, stream), 0);
+	record("cuGraphExecUpdate_v2", cuGraphExecUpdate(exec, graph, NULL), 0);
+	unsetenv("VIGIL_FAKE_CUDA_FAIL");
+	record("cuGraphExecUpdate_v2", cuGraphExecUpdate(exec, graph, NULL), 0);
+	record("cuGraphLaunch", cuGraphLaunch(none, stream), 0);
+
+	printf("{\"pid\": %d, \"live_bytes\": %lld, \"vmm_mapped_bytes\": %lld, \"vmm_physical_bytes\": %lld, "
+	       "\"vmm_reserved_bytes\": %lld, \"allocs_in_capture\": %ld, \"sizes\": [",
+	       getpid(), live_bytes, mapped, physical, reserved, allocs_in_capture);
+	for (int i = 0; i < nsizes; i++)
+		printf("%s%zu", i ? ", " : "", sizes[i]);
+	printf("], ");
+	print_counters("calls", calls);
+	printf(", ");
+	print_counters("errors", errors);
+	printf("}\n");
+	fflush(stdout);
+	wait_line();
+	return 0;
+}

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""CUDA driver truth test: a workload drives libcuda.so.1 (the stand-in the tests build, or the
+real driver on a GPU machine) through allocations, VMM, an allocation that invalidates a capture,
+graphs and injected failures, and prints what it did. The agent finds the library through its
+normal /proc discovery, and every CUDA metric it exports for the workload's pid must equal the
+workload's own account; the failure log must carry each failure; the series must disappear after
+the grace period once the workload exits.
+usage: cuda_driver.py VIGIL_AGENT CUDA_WORKLOAD"""
+import json
+import subprocess
+import sys
+import time
+
+from harness import Agent, fail, require_root, select, total
+
+GRACE_S = 1
+
+
+def wait_attached(agent, timeout=15):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if total(agent.scrape(), 'vigil_agent_probes_attached', set='cuda') > 0:
+            return
+        time.sleep(0.2)
+    fail("agent did not attach to the workload's libcuda within %d s: %s" % (timeout, agent.log_text()))
+
+
+def expect(name, got, want):
+    ok = abs(got - want) < 1e-9
+    print("%-48s agent %-14s workload %-14s %s" % (name, got, want, "ok" if ok else "MISMATCH"))
+    return ok
+
+
+def by_label(samples, name, pid, label):
+    return {l[label]: v for l, v in select(samples, name, pid=pid)}
+
+
+def main():
+    require_root()
+    agent_bin, workload_bin = sys.argv[1], sys.argv[2]
+    config = 'probes: {tcp: false, nccl: false}\ngrace_period: %ds\n' % GRACE_S
+    with Agent(agent_bin, config) as agent:
+        w = subprocess.Popen([workload_bin], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if not w.stdout.readline().startswith('ready'):
+            fail("workload did not start")
+        wait_attached(agent)
+        w.stdin.write('\n')
+        w.stdin.flush()
+        truth = json.loads(w.stdout.readline())
+        pid = truth['pid']
+        time.sleep(0.5)
+        s = agent.scrape()
+
+        sizes = truth['sizes']
+        small = sum(1 for x in sizes if x <= 4096)
+        errors = {}
+        for key, n in truth['errors'].items():
+            fn, err = key.split('/')
+            errors.setdefault(fn, {})
+            errors[fn][err] = errors[fn].get(err, 0) + n
+
+        def errs(*fns):
+            out = {}
+            for fn in fns:
+                for e, n in errors.get(fn, {}).items():
+                    out[e] = out.get(e, 0) + n
+            return out
+
+        ok = True
+        ok &= expect('gpu_memory_allocations_total', total(s, 'gpu_memory_allocations_total', pid=pid), len(sizes))
+        ok &= expect('gpu_memory_small_allocations_total', total(s, 'gpu_memory_small_allocations_total', pid=pid), small)
+        ok &= expect('gpu_memory_fragmentation_ratio', total(s, 'gpu_memory_fragmentation_ratio', pid=pid), small / len(sizes))
+        ok &= expect('gpu_memory_driver_allocated_bytes', total(s, 'gpu_memory_driver_allocated_bytes', pid=pid), truth['live_bytes'])
+        ok &= expect('gpu_memory_live_bytes', total(s, 'gpu_memory_live_bytes', pid=pid), truth['live_bytes'] + truth['vmm_mapped_bytes'])
+        for k in ('vmm_mapped_bytes', 'vmm_physical_bytes', 'vmm_reserved_bytes'):
+            ok &= expect('gpu_memory_' + k, total(s, 'gpu_memory_' + k, pid=pid), truth[k])
+        buckets = {float(l['le']): v for l, v in select(s, 'gpu_memory_allocation_size_bytes_bucket', pid=pid)}
+        if not buckets:
+            fail("no allocation size histogram for pid %d" % pid)
+        hist_ok = all(v == sum(1 for x in sizes if x <= le) for le, v in buckets.items())
+        ok &= expect('gpu_memory_allocation_size_bytes buckets (%d)' % len(buckets), int(hist_ok), 1)
+        ok &= expect('gpu_memory_allocation_size_bytes_sum', total(s, 'gpu_memory_allocation_size_bytes_sum', pid=pid), sum(sizes))
+        ok &= expect('gpu_memory_allocation_size_bytes_count', total(s, 'gpu_memory_allocation_size_bytes_count', pid=pid), len(sizes))
+        alloc_fns = ('cuMemAlloc_v2', 'cuMemAllocPitch_v2', 'cuMemAllocAsync', 'cuMemAllocFromPoolAsync',
+                     'cuMemAllocManaged', 'cuMemCreate')
+        for family, want in (('gpu_memory_allocation_failures_total', errs(*alloc_fns)),
+                             ('cuda_graph_launch_failures_total', errs('cuGraphLaunch')),
+                             ('cuda_graph_instantiate_failures_total', errs('cuGraphInstantiate')),
+                             ('cuda_stream_capture_failures_total', errs('cuStreamBeginCapture_v2', 'cuStreamEndCapture')),
+                             ('cuda_graph_exec_update_failures_total', errs('cuGraphExecUpdate_v2'))):
+            got = by_label(s, family, pid, 'error')
+            ok &= expect(family, got == want, True)
+            if got != want:
+                print("   agent %s\n   workload %s" % (got, want))
+        ok &= expect('cuda_stream_capture_allocations_total', total(s, 'cuda_stream_capture_allocations_total', pid=pid), truth['allocs_in_capture'])
+        ok &= expect('cuda_graph_launches_total', total(s, 'cuda_graph_launches_total', pid=pid), truth['calls']['cuGraphLaunch'])
+        got_calls = by_label(s, 'cuda_driver_calls_total', pid, 'function')
+        ok &= expect('cuda_driver_calls_total by function', got_calls == {k: float(v) for k, v in truth['calls'].items()}, True)
+        if got_calls != truth['calls']:
+            print("   agent %s\n   workload %s" % (got_calls, truth['calls']))
+        log = agent.log_text()
+        logged = log.count('cuda failure: pid=%d ' % pid)
+        ok &= expect('failure context lines in the log', logged, sum(truth['errors'].values()))
+        ok &= expect('launch failure logged with its stream', int(
+            'cuGraphLaunch -> CUDA_ERROR_LAUNCH_FAILED stream=0x5157' in log), 1)
+        ok &= expect('vigil_agent_attach_failures_total{set="cuda"}',
+                     total(s, 'vigil_agent_attach_failures_total', set='cuda'), 0)
+        ok &= expect('vigil_agent_ringbuf_drops_total{set="cuda"}', total(s, 'vigil_agent_ringbuf_drops_total', set='cuda'), 0)
+
+        w.stdin.write('\n')
+        w.stdin.flush()
+        w.wait(timeout=10)
+        time.sleep(GRACE_S + 1.5)
+        left = [n for n, l, v in agent.scrape() if l.get('pid') == str(pid)]
+        ok &= expect('series of the exited pid after the grace period', len(left), 0)
+        if not ok:
+            fail("agent's CUDA metrics differ from what the workload did")
+    print("ok")
+
+
+if __name__ == '__main__':
+    main()

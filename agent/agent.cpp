@@ -14,12 +14,14 @@
 #include "collectors/agent_stats.h"
 #include "collectors/cuda_graph_collector.h"
 #include "collectors/gpu_memory_collector.h"
+#include "collectors/nccl_collector.h"
 #include "collectors/self_collector.h"
 #include "collectors/tcp_collector.h"
 #include "discovery/library_scanner.h"
 #include "discovery/process_table.h"
 #include "export/http_server.h"
 #include "probes/cuda_probe.h"
+#include "probes/nccl_probe.h"
 #include "probes/tcp_probe.h"
 
 namespace vigil::agent {
@@ -69,6 +71,21 @@ class Agent {
         stats_.set_enabled("cuda", false, "load_failed");
       }
     }
+    if (!cfg_.probes.nccl) {
+      stats_.set_enabled("nccl", false, "disabled_by_config");
+    } else {
+      try {
+        nccl_ = std::make_unique<NcclProbe>(cfg_.kernel_btf, stats_);
+        nccl_collector_ = std::make_shared<NcclCollector>(nccl_->calls_fd(), nccl_->async_errors_fd(),
+                                                          nccl_->procs_fd(), processes_);
+        collectors_.push_back({"nccl", nccl_collector_});
+        stats_.set_enabled("nccl", true, "");
+        for (const auto& path : cfg_.libraries.nccl) nccl_->attach(path);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "vigil-agent: nccl probes disabled: %s\n", e.what());
+        stats_.set_enabled("nccl", false, "load_failed");
+      }
+    }
     collectors_.push_back({"self", std::make_shared<SelfCollector>(stats_)});
   }
 
@@ -76,6 +93,7 @@ class Agent {
   void poll(int timeout_ms) {
     if (cuda_) cuda_->poll(timeout_ms);
     else std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
+    if (nccl_) nccl_->consume();
   }
 
   HttpResponse handle(const std::string& path) {
@@ -88,13 +106,15 @@ class Agent {
   }
 
   void housekeeping() {
-    if (cfg_.libraries.discover && cuda_) {
+    if (cfg_.libraries.discover && (cuda_ || nccl_)) {
       for (const auto& hit : scan_libraries("/proc")) {
-        if (hit.kind == LibraryKind::kCuda) cuda_->attach(hit.open_path, hit.dev, hit.inode);
+        if (hit.kind == LibraryKind::kCuda && cuda_) cuda_->attach(hit.open_path, hit.dev, hit.inode);
+        if (hit.kind == LibraryKind::kNccl && nccl_) nccl_->attach(hit.open_path, hit.dev, hit.inode);
       }
     }
     if (tcp_collector_) tcp_collector_->expire();
     if (gpu_memory_) gpu_memory_->sample();
+    if (nccl_collector_) nccl_collector_->expire();
     ready_ = true;
   }
 
@@ -120,6 +140,8 @@ class Agent {
   std::shared_ptr<TcpCollector> tcp_collector_;
   std::unique_ptr<CudaProbe> cuda_;
   std::shared_ptr<GpuMemoryCollector> gpu_memory_;
+  std::unique_ptr<NcclProbe> nccl_;
+  std::shared_ptr<NcclCollector> nccl_collector_;
   std::vector<NamedCollector> collectors_;
   std::atomic<bool> ready_{false};
 };

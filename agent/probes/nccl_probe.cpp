@@ -1,0 +1,82 @@
+// Loads nccl.bpf.c: one generic entry/return program pair attached per NCCL entry point with the
+// function id as cookie (NCCL exports each as a weak alias of its pnccl* profiling name).
+#include "probes/nccl_probe.h"
+
+#include <linux/types.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include "nccl.h"
+#include "nccl.skel.h"
+
+namespace vigil::agent {
+namespace {
+
+const char* const kFnNames[NCCL_FN_MAX] = {
+    "ncclGetUniqueId", "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitAll",
+    "ncclAllReduce",   "ncclAllGather",    "ncclReduceScatter",      "ncclBroadcast",
+    "ncclReduce",      "ncclSend",         "ncclRecv",               "ncclCommGetAsyncError",
+    "ncclCommAbort",   "ncclCommDestroy",
+};
+
+}  // namespace
+
+const char* nccl_fn_name(unsigned fn) { return fn < NCCL_FN_MAX ? kFnNames[fn] : "unknown"; }
+
+std::string nccl_result_name(int result) {
+  // ncclResult_t from nccl.h (NCCL 2.28).
+  static const char* const kNames[] = {"ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
+                                       "ncclInternalError", "ncclInvalidArgument",    "ncclInvalidUsage",
+                                       "ncclRemoteError",   "ncclInProgress"};
+  if (result >= 0 && result < static_cast<int>(std::size(kNames))) return kNames[result];
+  return "ncclResult" + std::to_string(result);
+}
+
+void NcclProbe::SkelDeleter::operator()(nccl_bpf* s) const { nccl_bpf__destroy(s); }
+void NcclProbe::RingDeleter::operator()(ring_buffer* r) const { ring_buffer__free(r); }
+
+NcclProbe::NcclProbe(const std::string& btf_path, AgentStats& stats) : stats_(stats) {
+  LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
+  skel_.reset(nccl_bpf__open_opts(&opts));
+  if (!skel_) throw std::runtime_error("open nccl.bpf.o: " + errno_reason(errno));
+  if (int err = nccl_bpf__load(skel_.get()))
+    throw std::runtime_error("load nccl.bpf.o: " + errno_reason(err));
+  ring_.reset(ring_buffer__new(bpf_map__fd(skel_->maps.failures), on_failure, this, nullptr));
+  if (!ring_) throw std::runtime_error("nccl ring buffer: " + errno_reason(errno));
+  std::vector<UprobeTarget> targets;
+  for (unsigned fn = 0; fn < NCCL_FN_MAX; ++fn) targets.push_back({kFnNames[fn], fn, false});
+  uprobes_ = std::make_unique<UprobeSet>("nccl", skel_->progs.nccl_enter, skel_->progs.nccl_exit,
+                                         std::move(targets), stats_);
+  stats_.add_kernel_source("nccl", [this] { return read_probe_stats(skel_->maps.probe_stats); });
+}
+
+NcclProbe::~NcclProbe() {
+  stats_.add_kernel_source("nccl", [] { return KernelCounters{}; });
+  uprobes_.reset();
+}
+
+int NcclProbe::on_failure(void* ctx, void* data, size_t size) {
+  auto* self = static_cast<NcclProbe*>(ctx);
+  if (size < sizeof(nccl_failure)) return 0;
+  nccl_failure f;
+  std::memcpy(&f, data, sizeof f);
+  self->stats_.ringbuf_event("nccl");
+  std::fprintf(stderr, "vigil-agent: nccl failure: pid=%u comm=%.16s %s -> %s ncclComm=0x%llx nranks=%d rank=%d\n",
+               f.tgid, f.comm, nccl_fn_name(f.fn), nccl_result_name(f.result).c_str(),
+               static_cast<unsigned long long>(f.comm_handle), f.nranks, f.rank);
+  return 0;
+}
+
+void NcclProbe::consume() {
+  int n = ring_buffer__consume(ring_.get());
+  if (n < 0 && n != -EINTR) std::fprintf(stderr, "vigil-agent: nccl ring buffer: %s\n", errno_reason(n).c_str());
+}
+
+int NcclProbe::calls_fd() const { return bpf_map__fd(skel_->maps.calls); }
+int NcclProbe::async_errors_fd() const { return bpf_map__fd(skel_->maps.async_errors); }
+int NcclProbe::procs_fd() const { return bpf_map__fd(skel_->maps.procs); }
+
+}  // namespace vigil::agent

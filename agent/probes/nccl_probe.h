@@ -1,0 +1,52 @@
+// Loads nccl.bpf.c and attaches it to each distinct libnccl.so.2 the agent finds; logs the
+// failure context (failed calls, async errors) the kernel side sends through its ring buffer.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+#include "collectors/agent_stats.h"
+#include "probes/bpf_util.h"
+#include "probes/uprobe_set.h"
+
+struct nccl_bpf;
+struct ring_buffer;
+
+namespace vigil::agent {
+
+class NcclProbe {
+ public:
+  NcclProbe(const std::string& btf_path, AgentStats& stats);  // throws std::runtime_error
+  ~NcclProbe();
+  NcclProbe(const NcclProbe&) = delete;
+  NcclProbe& operator=(const NcclProbe&) = delete;
+
+  int attach(const std::string& path, dev_t dev, ino_t inode) { return uprobes_->attach(path, dev, inode); }
+  int attach(const std::string& path) { return uprobes_->attach(path); }
+  void consume();  // reads pending failure events without waiting
+
+  int calls_fd() const;
+  int async_errors_fd() const;
+  int procs_fd() const;
+
+ private:
+  static int on_failure(void* ctx, void* data, size_t size);
+  struct SkelDeleter {
+    void operator()(nccl_bpf* s) const;
+  };
+  struct RingDeleter {
+    void operator()(ring_buffer* r) const;
+  };
+  AgentStats& stats_;
+  std::unique_ptr<nccl_bpf, SkelDeleter> skel_;
+  std::unique_ptr<ring_buffer, RingDeleter> ring_;
+  std::unique_ptr<UprobeSet> uprobes_;
+};
+
+// "ncclSuccess", "ncclUnhandledCudaError", ... for ncclResult_t values.
+std::string nccl_result_name(int result);
+const char* nccl_fn_name(unsigned fn);
+
+}  // namespace vigil::agent

@@ -359,18 +359,22 @@ def gen_greedy(template: str) -> None:
         llm.eval(prompt_ids)
         first_logits = None
         generated = []
+        margins = []  # top-1 minus top-2 logit per step: near-ties tell a port where it may diverge
         for _ in range(N_GENERATED):
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,)).copy()
             if first_logits is None:
                 first_logits = logits
             token = int(np.argmax(logits))
             generated.append(token)
+            top2 = np.partition(logits, -2)[-2:]
+            margins.append(round(float(top2[1] - top2[0]), 4))
             if len(generated) < N_GENERATED:
                 llm.eval([token])
         top = np.argsort(-first_logits, kind="stable")[:TOP_K_LOGITS]
         case = prompt | {
             "prompt_ids": prompt_ids,
             "generated_ids": generated,
+            "generated_margins": margins,
             "generated_b64": b64(detokenize(llama_cpp.llama_model_get_vocab(llm.model), generated)),
             "first_top_logits": [[int(i), float(first_logits[i])] for i in top],
         }
@@ -384,6 +388,8 @@ def gen_greedy(template: str) -> None:
         "n_vocab": n_vocab,
         "n_generated": N_GENERATED,
         "llama_params": {"n_ctx": 512, "n_threads": 2, "n_batch": 512, "flash_attn": False, "seed": 0},
+        "prompt_tokenize": "Llama.tokenize(text, add_bos=False, special=True)",
+        "decode": "eval the prompt, then argmax of the last logits, eval it, repeat; no sampler, no stop",
         "cases": cases,
     }
     write_json("greedy.json", doc)

@@ -167,7 +167,8 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, Thr
     layout.qs = carve(tokens * q_stride);
     layout.d = carve(tokens * static_cast<size_t>(n_blocks) * sizeof(float));
   }
-  if (kind == ActKind::Q8_1) layout.s = carve(tokens * static_cast<size_t>(n_blocks) * sizeof(float));
+  // s is block-major and padded: the kernels load the s of 8 consecutive tokens at once.
+  if (kind == ActKind::Q8_1) layout.s = carve((tokens * static_cast<size_t>(n_blocks) + 8) * sizeof(float));
   if (kind == ActKind::Q8_K) layout.bsums = carve(tokens * static_cast<size_t>(n_blocks) * 16 * sizeof(int16_t));
   uint8_t* base = scratch.reserve(offset);
 
@@ -189,6 +190,7 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, Thr
     act.qs = qs;
     act.d = d;
     act.s = kind == ActKind::Q8_1 ? s : nullptr;
+    act.s_stride = n_tokens;
     act.bsums = kind == ActKind::Q8_K ? bsums : nullptr;
   }
 
@@ -206,7 +208,7 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, Thr
         }
         break;
       case ActKind::Q8_0: k.quantize_q8_0(xt, cols, qs + t * act.q_stride, d + bt); break;
-      case ActKind::Q8_1: k.quantize_q8_1(xt, cols, qs + t * act.q_stride, d + bt, s + bt); break;
+      case ActKind::Q8_1: k.quantize_q8_1(xt, cols, qs + t * act.q_stride, d + bt, s + t, n_tokens); break;
       case ActKind::Q8_K: quantize_row_q8_K_ref(xt, cols, qs + t * act.q_stride, d + bt, bsums + bt * 16); break;
     }
   };
@@ -224,6 +226,7 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, Thr
 
   TileJob job;
   job.w = &w;
+  job.n_tokens = n_tokens;
   job.row_bytes = static_cast<size_t>(n_blocks) * type.bytes;
   job.act = &act;
   job.y = y;

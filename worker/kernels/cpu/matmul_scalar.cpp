@@ -33,6 +33,9 @@ void tile_float(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t 
 // d_w·d_x·Σ (+ m·s for Q4_1), as ggml's generic dot products.
 enum class Kind { Q4_0, Q4_1, Q8_0 };
 
+// The reference quantizer writes s contiguously; the kernels want it block-major.
+constexpr int64_t kMaxBlocksPerCall = 64;
+
 template <Kind kKind>
 void tile_q32(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   constexpr size_t kBlockBytes = kKind == Kind::Q4_0   ? sizeof(BlockQ4_0)
@@ -63,11 +66,20 @@ void tile_q32(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1
         }
         sum += dw * xd[b] * static_cast<float>(isum);
         if constexpr (kKind == Kind::Q4_1) {
-          sum += fp16_to_fp32(load_u16(blk + offsetof(BlockQ4_1, m))) * a.s[t * a.n_blocks + b];
+          sum += fp16_to_fp32(load_u16(blk + offsetof(BlockQ4_1, m))) * a.s[b * a.s_stride + t];
         }
       }
       job.y[t * w.rows + r] = sum;
     }
+  }
+}
+
+void quantize_q8_1_strided(const float* x, int64_t n, int8_t* qs, float* d, float* s, int64_t s_stride) {
+  float s_block[kMaxBlocksPerCall];
+  for (int64_t at = 0; at < n; at += kMaxBlocksPerCall * kQK) {
+    const int64_t len = std::min<int64_t>(n - at, kMaxBlocksPerCall * kQK);
+    quantize_row_q8_1_ref(x + at, len, qs + at, d + at / kQK, s_block);
+    for (int64_t b = 0; b < len / kQK; ++b) s[(at / kQK + b) * s_stride] = s_block[b];
   }
 }
 
@@ -118,7 +130,7 @@ const KernelSet& kernels_scalar() {
   static const KernelSet set{
       "scalar",
       &quantize_row_q8_0_ref,
-      &quantize_row_q8_1_ref,
+      &quantize_q8_1_strided,
       &tile_float<f32_at>,
       &tile_float<f16_at>,
       &tile_float<bf16_at>,

@@ -59,7 +59,7 @@ inline __m256i unpack_nibbles(const uint8_t* qs) {
 // ggml's x86 quantize_row_q8_0/q8_1 (same d, id and rounding), plus the saturation and NaN rules
 // of quants.h; bit-identical to quantize_row_q8_{0,1}_ref.
 template <bool kWithSum>
-void quantize_q8(const float* x, int64_t n, int8_t* qs, float* d, float* s) {
+void quantize_q8(const float* x, int64_t n, int8_t* qs, float* d, float* s, int64_t s_stride) {
   const __m256 sign_bit = _mm256_set1_ps(-0.0f);
   const __m256 max_finite = _mm256_set1_ps(FLT_MAX);
   for (int64_t b = 0; b < n / kQK; ++b, x += kQK, qs += kQK) {
@@ -79,7 +79,7 @@ void quantize_q8(const float* x, int64_t n, int8_t* qs, float* d, float* s) {
     if (nonfinite) {
       std::memset(qs, 0, kQK);
       d[b] = __builtin_nanf("");
-      if constexpr (kWithSum) s[b] = __builtin_nanf("");
+      if constexpr (kWithSum) s[b * s_stride] = __builtin_nanf("");
       continue;
     }
     const float scale = max_abs / 127.0f;
@@ -87,7 +87,7 @@ void quantize_q8(const float* x, int64_t n, int8_t* qs, float* d, float* s) {
     const float inverse = max_abs != 0.0f ? 127.0f / max_abs : 0.0f;
     if (!(inverse <= FLT_MAX)) {
       std::memset(qs, 0, kQK);
-      if constexpr (kWithSum) s[b] = 0.0f;
+      if constexpr (kWithSum) s[b * s_stride] = 0.0f;
       continue;
     }
     const __m256 mul = _mm256_set1_ps(inverse);
@@ -101,7 +101,7 @@ void quantize_q8(const float* x, int64_t n, int8_t* qs, float* d, float* s) {
     if constexpr (kWithSum) {
       const int sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]),
                                                 _mm256_add_epi32(q[2], q[3])));
-      s[b] = round_fp16(scale * static_cast<float>(sum));
+      s[b * s_stride] = round_fp16(scale * static_cast<float>(sum));
     }
     // The packs work per 128-bit lane; the permute restores element order.
     const __m256i q01 = _mm256_packs_epi32(q[0], q[1]);
@@ -113,59 +113,86 @@ void quantize_q8(const float* x, int64_t n, int8_t* qs, float* d, float* s) {
 }
 
 inline void quantize_q8_0(const float* x, int64_t n, int8_t* qs, float* d) {
-  quantize_q8<false>(x, n, qs, d, nullptr);
+  quantize_q8<false>(x, n, qs, d, nullptr, 0);
 }
-inline void quantize_q8_1(const float* x, int64_t n, int8_t* qs, float* d, float* s) {
-  quantize_q8<true>(x, n, qs, d, s);
+inline void quantize_q8_1(const float* x, int64_t n, int8_t* qs, float* d, float* s, int64_t s_stride) {
+  quantize_q8<true>(x, n, qs, d, s, s_stride);
 }
 
 enum class Kind { Q4_0, Q4_1, Q8_0 };
 
-// Weight rows are prefetched this many micro-tiles ahead: decode streams matrices far larger than
-// the caches, and with four rows read in an interleaved order the hardware prefetcher alone left
-// the output head (49152×576 Q8_0) at a third of the memory bandwidth.
+// Weight rows are prefetched this many micro-tiles ahead: matrices stream from memory (the model
+// is larger than the caches) and the prefetch cut the CPU time of the 49152×576 output head by
+// a third over the hardware prefetcher alone.
 constexpr size_t kPrefetchTiles = 4;
 
 // One micro-tile of a 32-element-block type: R weight rows × T tokens over all blocks. Each lane
 // accumulator holds 8 partial sums of d_w·d_x·Σq; the integer part of every block is exact.
-template <class Isa, Kind kKind, int R, int T>
+// Q4_1's m·s terms go to one more accumulator per row whose lane t belongs to token t, so they
+// cost one multiply-add per row and block instead of one per row, token and block.
+// kSets accumulator sets take alternate blocks: with one row and one token the loop is otherwise
+// bound by the latency of the multiply-add chain, with more the tile has independent chains.
+// For a given kSets, a (row, token) result is computed in the same order whatever R and T are.
+template <class Isa, Kind kKind, int R, int T, int kSets>
 void microtile_q32(const uint8_t* const* rows, const Activations& a, int64_t t0, size_t prefetch_ahead,
                    float out[R][T]) {
+  static_assert(T <= 8, "Q4_1's m·s lanes hold at most 8 tokens");
   constexpr size_t kBlockBytes = kKind == Kind::Q4_0   ? sizeof(BlockQ4_0)
                                  : kKind == Kind::Q4_1 ? sizeof(BlockQ4_1)
                                                        : sizeof(BlockQ8_0);
+  // Everything the loop reads goes into locals first: __m256 is a may-alias type, so with the
+  // accumulators in memory GCC would reload every field of `a` after each store.
+  const int64_t n_blocks = a.n_blocks;
+  const int64_t s_stride = a.s_stride;
+  [[maybe_unused]] const float* s_tile = a.s + t0;
+  const int8_t* x_token[T];
+  const float* dx_token[T];
+  for (int t = 0; t < T; ++t) {
+    x_token[t] = a.qs + static_cast<size_t>(t0 + t) * static_cast<size_t>(a.q_stride);
+    dx_token[t] = a.d + (t0 + t) * n_blocks;
+  }
+  const uint8_t* row[R];
+  for (int r = 0; r < R; ++r) row[r] = rows[r];
   const __m256i zero = _mm256_setzero_si256();
-  __m256 acc[R][T];
-  for (auto& row : acc)
-    for (auto& v : row) v = _mm256_setzero_ps();
-  for (int64_t b = 0; b < a.n_blocks; ++b) {
+  __m256 acc[kSets][R][T];
+  [[maybe_unused]] __m256 macc[kSets][R];
+  for (int set = 0; set < kSets; ++set) {
+    for (int r = 0; r < R; ++r) {
+      macc[set][r] = _mm256_setzero_ps();
+      for (int t = 0; t < T; ++t) acc[set][r][t] = _mm256_setzero_ps();
+    }
+  }
+  auto add_block = [&](int64_t b, __m256 (&accs)[R][T], [[maybe_unused]] __m256 (&maccs)[R]) {
     __m256i wq[R];
     [[maybe_unused]] typename Isa::Q8Row w8[R];
     __m256 wd[R];
-    [[maybe_unused]] __m256 wm[R];
+    [[maybe_unused]] __m256 sx;  // Q4_1: s of token t0 + i in lane i (lanes ≥ T are ignored)
+    if constexpr (kKind == Kind::Q4_1) sx = _mm256_loadu_ps(s_tile + b * s_stride);
     for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = rows[r] + static_cast<size_t>(b) * kBlockBytes;
+      const uint8_t* blk = row[r] + static_cast<size_t>(b) * kBlockBytes;
       _mm_prefetch(reinterpret_cast<const char*>(blk + prefetch_ahead), _MM_HINT_T0);
-      wd[r] = broadcast_fp16(blk);
       if constexpr (kKind == Kind::Q4_1) {
-        wm[r] = lane0_fp16(blk + offsetof(BlockQ4_1, m));
+        // d and m are adjacent: one load and one conversion give [d, m, d, m, ...].
+        uint32_t dm_bits;
+        std::memcpy(&dm_bits, blk, sizeof dm_bits);
+        const __m256 dm = _mm256_cvtph_ps(_mm_set1_epi32(static_cast<int>(dm_bits)));
+        wd[r] = _mm256_permute_ps(dm, 0x00);
+        maccs[r] = _mm256_fmadd_ps(_mm256_permute_ps(dm, 0x55), sx, maccs[r]);
         wq[r] = unpack_nibbles(blk + offsetof(BlockQ4_1, qs));
       } else if constexpr (kKind == Kind::Q4_0) {
+        wd[r] = broadcast_fp16(blk);
         wq[r] = unpack_nibbles(blk + offsetof(BlockQ4_0, qs));
       } else {
+        wd[r] = broadcast_fp16(blk);
         w8[r] = Isa::q8_row(_mm256_loadu_si256(
             reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ8_0, qs))));
       }
     }
     for (int t = 0; t < T; ++t) {
-      const size_t token = static_cast<size_t>(t0 + t);
-      const __m256i xq = _mm256_loadu_si256(
-          reinterpret_cast<const __m256i*>(a.qs + token * a.q_stride + b * kQK));
-      const __m256 dx = _mm256_broadcast_ss(a.d + token * a.n_blocks + b);
-      [[maybe_unused]] __m256 sx;
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_token[t] + b * kQK));
+      const __m256 dx = _mm256_broadcast_ss(dx_token[t] + b);
       [[maybe_unused]] __m256i bias;  // Q4_0: −8·Σx per lane turns nibbles n into n − 8
       [[maybe_unused]] __m256i xa;
-      if constexpr (kKind == Kind::Q4_1) sx = _mm256_broadcast_ss(a.s + token * a.n_blocks + b);
       if constexpr (kKind == Kind::Q4_0) {
         bias = _mm256_sub_epi32(zero, Isa::dot_u8s8(zero, _mm256_set1_epi8(8), xq));
       }
@@ -175,13 +202,27 @@ void microtile_q32(const uint8_t* const* rows, const Activations& a, int64_t t0,
         if constexpr (kKind == Kind::Q4_1) isum = Isa::dot_u8s8(zero, wq[r], xq);
         if constexpr (kKind == Kind::Q4_0) isum = Isa::dot_u8s8(bias, wq[r], xq);
         if constexpr (kKind == Kind::Q8_0) isum = Isa::q8_dot(w8[r], xa);
-        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(wd[r], dx), acc[r][t]);
-        if constexpr (kKind == Kind::Q4_1) acc[r][t] = _mm256_fmadd_ps(wm[r], sx, acc[r][t]);
+        accs[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(wd[r], dx), accs[r][t]);
       }
     }
+  };
+  int64_t b = 0;
+  for (; b + kSets <= n_blocks; b += kSets) {
+    for (int set = 0; set < kSets; ++set) add_block(b + set, acc[set], macc[set]);
   }
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) out[r][t] = hsum(acc[r][t]);
+  for (; b < n_blocks; ++b) add_block(b, acc[0], macc[0]);
+  for (int r = 0; r < R; ++r) {
+    for (int set = 1; set < kSets; ++set) {
+      macc[0][r] = _mm256_add_ps(macc[0][r], macc[set][r]);
+      for (int t = 0; t < T; ++t) acc[0][r][t] = _mm256_add_ps(acc[0][r][t], acc[set][r][t]);
+    }
+    [[maybe_unused]] alignas(32) float m_terms[8];
+    if constexpr (kKind == Kind::Q4_1) _mm256_store_ps(m_terms, macc[0][r]);
+    for (int t = 0; t < T; ++t) {
+      out[r][t] = hsum(acc[0][r][t]);
+      if constexpr (kKind == Kind::Q4_1) out[r][t] += m_terms[t];
+    }
+  }
 }
 
 // F32 / F16 / BF16 weights: 8 elements at a time converted to float, fused multiply-adds.
@@ -266,18 +307,28 @@ void with_token_count(int n_t, F&& f) {
   }
 }
 
-template <class Isa, Kind kKind>
-void tile_q32(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-  constexpr int R = Isa::kRows, TM = Isa::kTokens;
+// Decode (one or two tokens) is bound by streaming weights from memory, and reading one row at a
+// time keeps that a single sequential stream (four interleaved rows ran at half the bandwidth on
+// Zen 4); larger batches reuse each loaded block across Isa::kRows rows. The choice depends on the
+// whole matmul's token count, never on a tile's, so every token of a batch is summed alike.
+template <class Isa, Kind kKind, int R, int kSets>
+void walk_q32(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  constexpr int TM = Isa::kTokens;
   walk_tiles<R, TM>(job, r0, r1, t0, t1, [&](const uint8_t* const* rows, int64_t t, int n_t, float (&out)[R][TM]) {
     with_token_count<TM>(n_t, [&](auto tokens) {
       constexpr int T = decltype(tokens)::value;
       float part[R][T];
-      microtile_q32<Isa, kKind, R, T>(rows, *job.act, t, kPrefetchTiles * R * job.row_bytes, part);
+      microtile_q32<Isa, kKind, R, T, kSets>(rows, *job.act, t, kPrefetchTiles * R * job.row_bytes, part);
       for (int i = 0; i < R; ++i)
         for (int j = 0; j < T; ++j) out[i][j] = part[i][j];
     });
   });
+}
+
+template <class Isa, Kind kKind>
+void tile_q32(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  if (job.n_tokens <= kDecodeTokens) return walk_q32<Isa, kKind, 1, 2>(job, r0, r1, t0, t1);
+  walk_q32<Isa, kKind, Isa::kRows, 1>(job, r0, r1, t0, t1);
 }
 
 template <class Isa, FloatKind kKind>

@@ -89,7 +89,7 @@ TEST(GgmlParity, ActivationQuantizersProduceGgmlBits) {
   for (std::string_view path : available_cpu_kernel_paths()) {
     std::vector<int8_t> qs(static_cast<size_t>(n)), qs0(static_cast<size_t>(n));
     std::vector<float> d(static_cast<size_t>(n / 32)), s(d.size()), d0(d.size());
-    kernel_set(path)->quantize_q8_1(x.data(), n, qs.data(), d.data(), s.data());
+    kernel_set(path)->quantize_q8_1(x.data(), n, qs.data(), d.data(), s.data(), 1);
     kernel_set(path)->quantize_q8_0(x.data(), n, qs0.data(), d0.data());
     for (size_t b = 0; b < d.size(); ++b) {
       ASSERT_EQ(fp32_to_fp16(d[b]), want1[b].d) << path << " block " << b;

@@ -190,7 +190,7 @@ TEST(QuantizeQ8, EveryPathMatchesTheReferenceBitForBit) {
     for (const auto* set : sets) {
       if (set->name != path) continue;
       Q8Result got{std::vector<int8_t>(x.size()), std::vector<float>(x.size() / 32), std::vector<float>(x.size() / 32)};
-      set->quantize_q8_1(x.data(), static_cast<int64_t>(x.size()), got.qs.data(), got.d.data(), got.s.data());
+      set->quantize_q8_1(x.data(), static_cast<int64_t>(x.size()), got.qs.data(), got.d.data(), got.s.data(), 1);
       EXPECT_EQ(got.qs, want.qs) << path;
       for (size_t b = 0; b < want.d.size(); ++b) {
         if (std::isnan(want.d[b])) {

@@ -1,6 +1,10 @@
 // Matmul throughput on the model's shapes: GB/s of weights streamed (decode) and GFLOP/s (prefill).
 // The path is the automatic one; VIGIL_KERNEL_PATH=avx2|scalar measures the others.
 #include <benchmark/benchmark.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <filesystem>
 
 #include <memory>
 #include <random>
@@ -53,6 +57,65 @@ void BM_Matmul(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// llama.cpp's own kernel for the same work on one thread (quantize each token, one vec_dot per
+// row and token, as ggml_compute_forward_mul_mat does for Q4_1), from the libggml-cpu that
+// scripts/setup_reference.sh builds; VIGIL_GGML_CPU_LIB overrides the path.
+using QuantizeRow = void (*)(const float* x, void* y, int64_t k);
+using VecDot = void (*)(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy, size_t by, int nrc);
+
+void* ggml_cpu_library() {
+  static void* handle = [] {
+    std::vector<std::filesystem::path> candidates;
+    if (const char* env = std::getenv("VIGIL_GGML_CPU_LIB")) candidates.emplace_back(env);
+    std::error_code ec;
+    for (const auto& py : std::filesystem::directory_iterator(VIGIL_SOURCE_DIR "/.venv-ref/lib", ec)) {
+      candidates.push_back(py.path() / "site-packages/llama_cpp/lib/libggml-cpu.so");
+    }
+    for (const auto& path : candidates) {
+      if (void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+        if (auto init = reinterpret_cast<void (*)()>(dlsym(h, "ggml_cpu_init"))) init();
+        return h;
+      }
+    }
+    return static_cast<void*>(nullptr);
+  }();
+  return handle;
+}
+
+void BM_GgmlVecDot(benchmark::State& state) {
+  const auto type = static_cast<GgmlType>(state.range(0));
+  const int64_t rows = state.range(1), cols = state.range(2), tokens = state.range(3);
+  void* lib = ggml_cpu_library();
+  if (lib == nullptr) {
+    state.SkipWithError("libggml-cpu.so not found (scripts/setup_reference.sh)");
+    return;
+  }
+  const bool q4_1 = type == GgmlType::Q4_1;
+  const auto quantize = reinterpret_cast<QuantizeRow>(dlsym(lib, q4_1 ? "quantize_row_q8_1" : "quantize_row_q8_0"));
+  const auto dot = reinterpret_cast<VecDot>(dlsym(lib, q4_1 ? "ggml_vec_dot_q4_1_q8_1" : "ggml_vec_dot_q8_0_q8_0"));
+  const size_t w_row = static_cast<size_t>(cols / kQK) * (q4_1 ? sizeof(BlockQ4_1) : sizeof(BlockQ8_0));
+  const size_t x_row = static_cast<size_t>(cols / kQK) * (q4_1 ? sizeof(BlockQ8_1) : sizeof(BlockQ8_0));
+  const auto w = make_weights(type, rows, cols);
+  std::vector<float> x(static_cast<size_t>(tokens * cols)), y(static_cast<size_t>(tokens * rows));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.1f - 0.8f;
+  std::vector<uint8_t> xq(x_row * static_cast<size_t>(tokens));
+  for (auto _ : state) {
+    for (int64_t t = 0; t < tokens; ++t) quantize(x.data() + t * cols, xq.data() + static_cast<size_t>(t) * x_row, cols);
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t r = 0; r < rows; ++r) {
+        dot(static_cast<int>(cols), &y[static_cast<size_t>(t * rows + r)], 0, w.data() + static_cast<size_t>(r) * w_row, 0,
+            xq.data() + static_cast<size_t>(t) * x_row, 0, 1);
+      }
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetLabel("ggml");
+  state.counters["weight_GB/s"] = benchmark::Counter(static_cast<double>(w.size()) * 1e-9,
+                                                     benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2e-9 * static_cast<double>(rows * cols * tokens),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
 constexpr int64_t kQ4_1 = static_cast<int64_t>(GgmlType::Q4_1);
 constexpr int64_t kQ8_0 = static_cast<int64_t>(GgmlType::Q8_0);
 
@@ -67,6 +130,12 @@ BENCHMARK(BM_Matmul)
     ->Args({kQ4_1, 1536, 576, 512, 1})->Args({kQ4_1, 1536, 576, 512, 2})
     ->Args({kQ4_1, 576, 1536, 512, 2})
     ->Args({kQ8_0, 49152, 576, 16, 2})
+    ->UseRealTime();
+
+BENCHMARK(BM_GgmlVecDot)
+    ->ArgNames({"type", "rows", "cols", "tokens"})
+    ->Args({kQ4_1, 1536, 576, 1})->Args({kQ4_1, 576, 1536, 1})->Args({kQ8_0, 49152, 576, 1})
+    ->Args({kQ4_1, 1536, 576, 512})
     ->UseRealTime();
 
 }  // namespace

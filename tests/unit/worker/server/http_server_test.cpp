@@ -1,0 +1,325 @@
+// The HTTP server end to end over loopback against a scripted backend: endpoints, SSE, keep-alive,
+// pipelining, every error status, cancellation on disconnect, and draining.
+#include "server/http_server.h"
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include "worker/server/fake_backend.h"
+#include "worker/server/http_test_client.h"
+
+namespace vigil {
+namespace {
+
+using json = nlohmann::json;
+using test::FakeBackend;
+using test::HttpClient;
+using test::HttpResult;
+
+// Waits for a condition the server reaches asynchronously; the bound only stops a broken test.
+template <typename F>
+bool eventually(F f) {
+  for (int i = 0; i < 2000; ++i) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+std::vector<int32_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+// The JSON payloads of an SSE body, and whether it ended with [DONE].
+std::vector<json> sse_events(const std::string& body, bool* done) {
+  std::vector<json> out;
+  *done = false;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t end = body.find("\n\n", pos);
+    EXPECT_NE(end, std::string::npos) << "unterminated SSE event";
+    if (end == std::string::npos) break;
+    std::string event = body.substr(pos, end - pos);
+    EXPECT_EQ(event.rfind("data: ", 0), 0u) << event;
+    std::string data = event.substr(6);
+    if (data == "[DONE]") {
+      *done = true;
+      EXPECT_EQ(end + 2, body.size()) << "data after [DONE]";
+    } else {
+      out.push_back(json::parse(data));
+    }
+    pos = end + 2;
+  }
+  return out;
+}
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void start() {
+    config_.port = 0;
+    config_.max_body_bytes = 4096;
+    config_.max_header_bytes = 2048;
+    config_.drain_grace = std::chrono::seconds(20);
+    config_.io_threads = 2;
+    server_ = std::make_unique<HttpServer>(backend_, metrics_, config_, "fake-model", false);
+    port_ = server_->port();
+    thread_ = std::thread([this] { server_->run(); });
+  }
+  void TearDown() override {
+    if (!server_) return;
+    backend_.set_paused(false);
+    server_->begin_drain();
+    thread_.join();
+    backend_.stop();  // no engine thread may post to the server once it is gone
+    server_.reset();
+  }
+
+  FakeBackend backend_;
+  WorkerMetrics metrics_{"fake-model", "test", "scalar"};
+  ServerConfig config_;
+  std::unique_ptr<HttpServer> server_;
+  std::thread thread_;
+  unsigned short port_ = 0;
+};
+
+TEST_F(HttpServerTest, HealthReadyModelsMetrics) {
+  start();
+  HttpClient c(port_);
+  EXPECT_EQ(c.request("GET", "/health").status, 200);
+  EXPECT_EQ(c.request("GET", "/ready").status, 200);
+  HttpResult models = c.request("GET", "/v1/models");
+  EXPECT_EQ(models.status, 200);
+  EXPECT_EQ(json::parse(models.body)["data"][0]["id"], "fake-model");
+  HttpResult metrics = c.request("GET", "/metrics?x=1");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_EQ(metrics.headers["content-type"].rfind("text/plain; version=0.0.4", 0), 0u);
+  EXPECT_NE(metrics.body.find("vigil_worker_info{"), std::string::npos);
+  EXPECT_NE(metrics.body.find("vigil_worker_preemptions_total 3"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, CompletionNonStreaming) {
+  start();
+  HttpClient c(port_);
+  HttpResult r = c.request("POST", "/v1/completions", R"({"model":"fake-model","prompt":"hello","max_tokens":5})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["model"], "fake-model");
+  EXPECT_EQ(j["choices"][0]["text"], FakeBackend::expected_text(bytes("hello"), 5));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 5);
+  HttpResult metrics = c.request("GET", "/metrics");
+  EXPECT_NE(metrics.body.find("vigil_worker_request_success_total{finish_reason=\"length\"} 1"), std::string::npos);
+  EXPECT_NE(metrics.body.find("vigil_worker_generation_tokens_total 5"), std::string::npos);
+  EXPECT_NE(metrics.body.find("vigil_worker_time_to_first_token_seconds_count 1"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, StreamingMatchesNonStreaming) {
+  start();
+  HttpClient c(port_);
+  HttpResult r = c.request("POST", "/v1/completions",
+                           R"({"prompt":"hello","max_tokens":6,"stream":true,"stream_options":{"include_usage":true}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers["content-type"], "text/event-stream");
+  EXPECT_EQ(r.headers["transfer-encoding"], "chunked");
+  bool done = false;
+  auto events = sse_events(r.body, &done);
+  EXPECT_TRUE(done);
+  ASSERT_GE(events.size(), 2u);
+  std::string text;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    EXPECT_EQ(events[i]["object"], "text_completion");
+    EXPECT_TRUE(events[i]["usage"].is_null());
+    text += events[i]["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(text, FakeBackend::expected_text(bytes("hello"), 6));
+  EXPECT_EQ(events[events.size() - 2]["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(events.back()["usage"]["completion_tokens"], 6);
+  EXPECT_TRUE(events.back()["choices"].empty());
+}
+
+TEST_F(HttpServerTest, ChatStreamStartsWithTheRole) {
+  start();
+  HttpClient c(port_);
+  HttpResult r = c.request("POST", "/v1/chat/completions",
+                           R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":3,"stream":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  bool done = false;
+  auto events = sse_events(r.body, &done);
+  ASSERT_FALSE(events.empty());
+  EXPECT_TRUE(done);
+  EXPECT_EQ(events[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(events[0]["choices"][0]["delta"]["role"], "assistant");
+  std::string text;
+  for (const auto& e : events) text += e["choices"][0]["delta"].value("content", "");
+  EXPECT_EQ(text, FakeBackend::expected_text(bytes("user:hi\n"), 3));
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(HttpServerTest, KeepAliveAndPipelining) {
+  start();
+  HttpClient c(port_);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(c.request("POST", "/v1/completions", R"({"prompt":"a","max_tokens":2})").status, 200);
+  // Two requests in one write: the second arrives while the first is generating.
+  std::string body = R"({"prompt":"b","max_tokens":3})";
+  std::string req = "POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(body.size()) +
+                    "\r\n\r\n" + body;
+  c.send_raw(req + req);
+  for (int i = 0; i < 2; ++i) {
+    HttpResult r = c.read_response();
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], FakeBackend::expected_text(bytes("b"), 3));
+  }
+}
+
+TEST_F(HttpServerTest, ErrorStatuses) {
+  start();
+  HttpClient c(port_);
+  auto check = [&](HttpResult r, int status, const std::string& param) -> json {
+    EXPECT_EQ(r.status, status) << r.body;
+    json e = json::parse(r.body);
+    EXPECT_TRUE(e.contains("error")) << r.body;
+    if (!e.contains("error")) return e;
+    EXPECT_TRUE(e["error"]["message"].is_string());
+    EXPECT_TRUE(e["error"]["type"].is_string());
+    if (param.empty()) {
+      EXPECT_TRUE(e["error"]["param"].is_null());
+    } else {
+      EXPECT_EQ(e["error"]["param"], param);
+    }
+    return e;
+  };
+  check(c.request("POST", "/v1/completions", "{oops"), 400, "body");
+  check(c.request("POST", "/v1/completions", R"({"prompt":"x","temperature":"warm"})"), 400, "temperature");
+  check(c.request("POST", "/v1/completions", R"({"prompt":[1,999]})"), 400, "prompt");
+  check(c.request("POST", "/v1/completions", R"({"prompt":""})"), 400, "prompt");
+  // 60 prompt tokens + 10 > the fake's 64-token context.
+  json over = check(c.request("POST", "/v1/completions",
+                              R"({"prompt":")" + std::string(60, 'x') + R"(","max_tokens":10})"),
+                    400, "max_tokens");
+  EXPECT_EQ(over["error"]["code"], "context_length_exceeded");
+  check(c.request("POST", "/v1/completions", R"({"prompt":"x","model":"gpt-9"})"), 404, "model");
+  EXPECT_EQ(c.request("POST", "/v1/completions", R"({"prompt":"x","model":"fake-adapter","max_tokens":1})").status,
+            200);
+  check(c.request("GET", "/v1/nothing"), 404, "");
+  HttpResult wrong = c.request("GET", "/v1/completions");
+  check(wrong, 405, "");
+  EXPECT_EQ(wrong.headers["allow"], "POST");
+  EXPECT_EQ(c.request("DELETE", "/health").status, 405);
+  // The connection survived every error above.
+  EXPECT_EQ(c.request("GET", "/health").status, 200);
+
+  HttpClient big(port_);
+  HttpResult too_big = big.request("POST", "/v1/completions", std::string(5000, ' '));
+  check(too_big, 413, "");
+  EXPECT_EQ(too_big.headers["connection"], "close");
+
+  HttpClient huge_head(port_);
+  check(huge_head.request("GET", "/health", "", "X-Filler: " + std::string(3000, 'a') + "\r\n"), 431, "");
+
+  HttpClient garbage(port_);
+  garbage.send_raw("NOT-HTTP\r\n\r\n");
+  check(garbage.read_response(), 400, "");
+}
+
+TEST_F(HttpServerTest, QueueFullIs429WithRetryAfter) {
+  start();
+  backend_.set_paused(true);
+  std::vector<std::unique_ptr<HttpClient>> held;
+  for (int i = 0; i < 4; ++i) {  // the fake queues 4
+    held.push_back(std::make_unique<HttpClient>(port_));
+    held.back()->send_request("POST", "/v1/completions", R"({"prompt":"q","max_tokens":2,"stream":true})");
+    EXPECT_EQ(held.back()->read_head().status, 200);
+  }
+  HttpClient c(port_);
+  HttpResult r = c.request("POST", "/v1/completions", R"({"prompt":"q","max_tokens":2})");
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(r.headers["retry-after"], "1");
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "queue_full");
+  backend_.set_paused(false);
+  for (auto& h : held) {
+    std::string body;
+    for (std::string chunk = h->read_chunk(); !chunk.empty(); chunk = h->read_chunk()) body += chunk;
+    bool done = false;
+    sse_events(body, &done);
+    EXPECT_TRUE(done);
+  }
+}
+
+TEST_F(HttpServerTest, EngineFailureIs503) {
+  start();
+  HttpClient c(port_);
+  backend_.throw_on_submit = true;
+  HttpResult r = c.request("POST", "/v1/completions", R"({"prompt":"x"})");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "engine_error");
+  backend_.throw_on_submit = false;
+  backend_.fail_requests = true;
+  r = c.request("POST", "/v1/completions", R"({"prompt":"x"})");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "engine_error");
+  r = c.request("POST", "/v1/completions", R"({"prompt":"x","stream":true})");
+  EXPECT_EQ(r.status, 200);  // the stream had started; the error travels inside it
+  bool done = false;
+  auto events = sse_events(r.body, &done);
+  EXPECT_TRUE(done);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["error"]["code"], "engine_error");
+}
+
+TEST_F(HttpServerTest, DisconnectCancelsTheRequest) {
+  start();
+  backend_.set_paused(true);
+  {
+    HttpClient c(port_);
+    c.send_request("POST", "/v1/completions", R"({"prompt":"x","max_tokens":50,"stream":true})");
+    EXPECT_EQ(c.read_head().status, 200);
+  }  // hang up mid-stream
+  EXPECT_TRUE(eventually([&] { return backend_.was_cancelled(1); }));
+  {
+    HttpClient c(port_);
+    c.send_request("POST", "/v1/completions", R"({"prompt":"x","max_tokens":50})");
+    EXPECT_TRUE(eventually([&] { return backend_.active() == 1; }));
+  }  // a non-streamed request is cancelled the same way
+  EXPECT_TRUE(eventually([&] { return backend_.was_cancelled(2); }));
+  backend_.wait_idle();
+  HttpClient c(port_);
+  std::string metrics = c.request("GET", "/metrics").body;
+  EXPECT_NE(metrics.find("vigil_worker_request_success_total{finish_reason=\"cancelled\"} 2"), std::string::npos)
+      << metrics;
+}
+
+TEST_F(HttpServerTest, DrainFinishesInFlightRequestsThenStops) {
+  start();
+  backend_.set_paused(true);
+  HttpClient inflight(port_);
+  inflight.send_request("POST", "/v1/completions", R"({"prompt":"d","max_tokens":4})");
+  ASSERT_TRUE(eventually([&] { return backend_.active() == 1; }));
+  server_->begin_drain();
+  EXPECT_TRUE(eventually([&] {
+    HttpClient probe(port_);
+    return probe.request("GET", "/ready").status == 503;
+  }));
+  HttpClient late(port_);
+  HttpResult refused = late.request("POST", "/v1/completions", R"({"prompt":"x"})");
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(json::parse(refused.body)["error"]["code"], "draining");
+  EXPECT_EQ(refused.headers["connection"], "close");
+  EXPECT_TRUE(late.at_eof());
+  HttpClient probe(port_);
+  EXPECT_EQ(probe.request("GET", "/health").status, 200) << "liveness holds while draining";
+  backend_.set_paused(false);
+  HttpResult r = inflight.read_response();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], FakeBackend::expected_text(bytes("d"), 4));
+  thread_.join();  // run() returns by itself once nothing is in flight
+  thread_ = std::thread([] {});
+}
+
+}  // namespace
+}  // namespace vigil

@@ -1,0 +1,135 @@
+// Tests for the serve YAML config: defaults, every section, and errors naming key and line.
+#include "server/serve_config.h"
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace vigil {
+namespace {
+
+ServeConfigError error_of(const std::string& yaml) {
+  try {
+    parse_serve_config(yaml);
+  } catch (const ServeConfigError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error for:\n" << yaml;
+  return ServeConfigError("", 0, "");
+}
+
+TEST(ServeConfig, EmptyDocumentIsDefaults) {
+  ServeConfig c = parse_serve_config("");
+  EXPECT_EQ(c.server.host, "127.0.0.1");
+  EXPECT_EQ(c.server.port, 8080);
+  EXPECT_EQ(c.engine.policy, PolicyKind::kFcfs);
+}
+
+TEST(ServeConfig, ParsesEveryKey) {
+  ServeConfig c = parse_serve_config(R"(
+server:
+  host: 0.0.0.0
+  port: 9000
+  model_name: smol
+  io_threads: 2
+  max_connections: 10
+  max_header_bytes: 4096
+  max_body_bytes: 2048
+  read_timeout: 5s
+  idle_timeout: 250ms
+  write_timeout: 2m
+  stream_queue_chunks: 7
+  drain_grace: 12s
+  retry_after_seconds: 3
+engine:
+  threads: 3
+  kv_blocks: 100
+  kv_block_size: 32
+  max_context: 1024
+  max_running: 8
+  max_batched_tokens: 128
+  max_waiting: 9
+  batch_window_ms: 2.5
+  policy: token_budget
+)");
+  EXPECT_EQ(c.server.host, "0.0.0.0");
+  EXPECT_EQ(c.server.port, 9000);
+  EXPECT_EQ(c.server.model_name, "smol");
+  EXPECT_EQ(c.server.io_threads, 2);
+  EXPECT_EQ(c.server.max_connections, 10);
+  EXPECT_EQ(c.server.max_header_bytes, 4096u);
+  EXPECT_EQ(c.server.max_body_bytes, 2048u);
+  EXPECT_EQ(c.server.read_timeout.count(), 5000);
+  EXPECT_EQ(c.server.idle_timeout.count(), 250);
+  EXPECT_EQ(c.server.write_timeout.count(), 120000);
+  EXPECT_EQ(c.server.stream_queue_chunks, 7u);
+  EXPECT_EQ(c.server.drain_grace.count(), 12000);
+  EXPECT_EQ(c.server.retry_after_seconds, 3);
+  EXPECT_EQ(c.engine.threads, 3);
+  EXPECT_EQ(c.engine.kv_blocks, 100);
+  EXPECT_EQ(c.engine.kv_block_size, 32);
+  EXPECT_EQ(c.engine.max_context, 1024);
+  EXPECT_EQ(c.engine.max_running, 8);
+  EXPECT_EQ(c.engine.max_batched_tokens, 128);
+  EXPECT_EQ(c.engine.max_waiting, 9);
+  EXPECT_DOUBLE_EQ(c.engine.batch_window_ms, 2.5);
+  EXPECT_EQ(c.engine.policy, PolicyKind::kTokenBudget);
+}
+
+TEST(ServeConfig, UnknownKeyNamesKeyAndLine) {
+  auto e = error_of("server:\n  port: 80\n  colour: blue\n");
+  EXPECT_EQ(e.key(), "server.colour");
+  EXPECT_EQ(e.line(), 3);
+  e = error_of("servr:\n  port: 80\n");
+  EXPECT_EQ(e.key(), "servr");
+  EXPECT_EQ(e.line(), 1);
+}
+
+TEST(ServeConfig, BadValuesNameKeyAndLine) {
+  auto e = error_of("server:\n  port: 70000\n");
+  EXPECT_EQ(e.key(), "server.port");
+  EXPECT_EQ(e.line(), 2);
+  e = error_of("engine:\n  threads: 2\n  policy: lifo\n");
+  EXPECT_EQ(e.key(), "engine.policy");
+  EXPECT_EQ(e.line(), 3);
+  EXPECT_NE(std::string(e.what()).find("lifo"), std::string::npos);
+  e = error_of("server:\n  read_timeout: soon\n");
+  EXPECT_EQ(e.key(), "server.read_timeout");
+  e = error_of("engine:\n  kv_blocks: 1.5\n");
+  EXPECT_EQ(e.key(), "engine.kv_blocks");
+  e = error_of("server:\n  host: [a, b]\n");
+  EXPECT_EQ(e.key(), "server.host");
+  e = error_of("engine: 3\n");
+  EXPECT_EQ(e.key(), "engine");
+}
+
+TEST(ServeConfig, SyntaxErrorHasALine) {
+  auto e = error_of("server:\n  port: [1, 2\n");
+  EXPECT_EQ(e.key(), "<document>");
+  EXPECT_GT(e.line(), 0);
+}
+
+TEST(ServeConfig, ContextMustFitTheCache) {
+  auto e = error_of("engine:\n  kv_blocks: 4\n  kv_block_size: 16\n  max_context: 100\n");
+  EXPECT_EQ(e.key(), "engine.max_context");
+}
+
+TEST(ServeConfig, ShippedExampleParses) {
+  ServeConfig c = load_serve_config(VIGIL_SOURCE_DIR "/deploy/worker.example.yaml");
+  EXPECT_EQ(c.server.port, 8080);
+}
+
+TEST(ServeConfig, MissingFileIsAnError) {
+  EXPECT_THROW(load_serve_config("/nonexistent/worker.yaml"), ServeConfigError);
+}
+
+TEST(ServeConfig, Durations) {
+  EXPECT_EQ(parse_duration("15").count(), 15000);
+  EXPECT_EQ(parse_duration("15ms").count(), 15);
+  EXPECT_EQ(parse_duration("2m").count(), 120000);
+  EXPECT_THROW(parse_duration("2h"), std::invalid_argument);
+  EXPECT_THROW(parse_duration("ms"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace vigil

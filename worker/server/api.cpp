@@ -1,0 +1,162 @@
+// The API's routing table and the checks a completion passes before it reaches the engine.
+#include "server/api.h"
+
+#include <algorithm>
+#include <ctime>
+#include <exception>
+#include <variant>
+
+namespace vigil {
+namespace {
+
+HttpReply json_reply(int status, std::string body) { return {status, "application/json", std::move(body), {}, false}; }
+
+HttpReply method_not_allowed(std::string_view allowed) {
+  ApiError e{405, "invalid_request_error", "method not allowed; use " + std::string(allowed), "", "method_not_allowed"};
+  HttpReply r = error_reply(e);
+  r.headers.emplace_back("Allow", std::string(allowed));
+  return r;
+}
+
+}  // namespace
+
+HttpReply error_reply(const ApiError& error) { return json_reply(error.status, error_body(error)); }
+
+Api::Api(InferenceBackend& backend, WorkerMetrics& metrics, ServerState& state, std::string model_name)
+    : backend_(backend),
+      metrics_(metrics),
+      state_(state),
+      model_name_(std::move(model_name)),
+      created_(static_cast<int64_t>(std::time(nullptr))) {}
+
+Routed Api::route(std::string_view method, std::string_view target, std::string_view body,
+                  CompletionJob::Clock::time_point arrival) {
+  std::string_view path = target.substr(0, target.find('?'));
+  const bool get = method == "GET";
+  const bool post = method == "POST";
+  if (path == "/v1/completions" || path == "/v1/chat/completions") {
+    if (!post) return {method_not_allowed("POST"), nullptr};
+    return completion(path == "/v1/completions" ? ApiKind::kCompletion : ApiKind::kChat, body, arrival);
+  }
+  if (path == "/health" || path == "/ready" || path == "/metrics" || path == "/v1/models") {
+    if (!get) return {method_not_allowed("GET"), nullptr};
+  }
+  if (path == "/health") return {json_reply(200, R"({"status":"ok"})"), nullptr};
+  if (path == "/ready") {
+    if (state_.draining.load()) return {json_reply(503, R"({"status":"draining"})"), nullptr};
+    return {json_reply(200, R"({"status":"ready"})"), nullptr};
+  }
+  if (path == "/metrics")
+    return {{200, "text/plain; version=0.0.4; charset=utf-8", metrics_.scrape(backend_.stats()), {}, false}, nullptr};
+  if (path == "/v1/models")
+    return {json_reply(200, models_body(model_name_, created_, backend_.config().max_context)), nullptr};
+  return {error_reply({404, "not_found_error", "no such endpoint: " + std::string(path), "", "not_found"}), nullptr};
+}
+
+HttpReply Api::reject(Rejection why, ApiError error) {
+  metrics_.rejected(why);
+  HttpReply r = error_reply(error);
+  if (error.status == 429) r.headers.emplace_back("Retry-After", std::to_string(retry_after_seconds_));
+  if (why == Rejection::kDraining) r.close = true;
+  return r;
+}
+
+Routed Api::completion(ApiKind kind, std::string_view body, CompletionJob::Clock::time_point arrival) {
+  if (state_.draining.load())
+    return {reject(Rejection::kDraining, {503, "server_error", "the server is shutting down", "", "draining"}), nullptr};
+  auto parsed = parse_completion_request(body, kind);
+  if (auto* err = std::get_if<ApiError>(&parsed)) return {reject(Rejection::kInvalid, *err), nullptr};
+  CompletionRequest& req = std::get<CompletionRequest>(parsed);
+
+  std::string adapter;
+  if (!req.model.empty() && req.model != model_name_) {
+    auto known = backend_.adapters();
+    if (std::find(known.begin(), known.end(), req.model) == known.end())
+      return {reject(Rejection::kNotFound, {404, "not_found_error", "the model '" + req.model + "' does not exist",
+                                            "model", "model_not_found"}),
+              nullptr};
+    adapter = req.model;
+  }
+
+  RequestParams params;
+  if (kind == ApiKind::kChat) {
+    params.prompt = backend_.tokenize_chat(req.messages);
+  } else if (req.prompt_is_tokens) {
+    params.prompt = std::move(req.prompt_tokens);
+    const int n_vocab = backend_.vocab_size();
+    for (size_t i = 0; i < params.prompt.size(); ++i) {
+      if (params.prompt[i] >= n_vocab)
+        return {reject(Rejection::kInvalid,
+                       ApiError::bad_request("prompt[" + std::to_string(i) + "]: token id " +
+                                                 std::to_string(params.prompt[i]) + " is outside the vocabulary (" +
+                                                 std::to_string(n_vocab) + " tokens)",
+                                             "prompt")),
+                nullptr};
+    }
+  } else {
+    params.prompt = backend_.tokenize(req.prompt_text);
+  }
+  if (params.prompt.empty())
+    return {reject(Rejection::kInvalid, ApiError::bad_request(
+                                            kind == ApiKind::kChat ? "messages: the conversation has no tokens"
+                                                                   : "prompt: must contain at least one token",
+                                            kind == ApiKind::kChat ? "messages" : "prompt")),
+            nullptr};
+
+  const int max_context = backend_.config().max_context;
+  const int n_prompt = static_cast<int>(params.prompt.size());
+  params.max_tokens = resolve_max_tokens(req, n_prompt, max_context);
+  if (static_cast<long long>(n_prompt) + params.max_tokens > max_context) {
+    ApiError e = ApiError::bad_request(
+        "This model's maximum context length is " + std::to_string(max_context) + " tokens. However, you requested " +
+            std::to_string(static_cast<long long>(n_prompt) + params.max_tokens) + " tokens (" +
+            std::to_string(n_prompt) + " in the prompt, " + std::to_string(params.max_tokens) +
+            " for the completion). Please reduce the prompt or max_tokens.",
+        n_prompt >= max_context ? (kind == ApiKind::kChat ? "messages" : "prompt") : "max_tokens");
+    e.code = "context_length_exceeded";
+    return {reject(Rejection::kTooLong, e), nullptr};
+  }
+  params.sampling = req.sampling;
+  params.stop = std::move(req.stop);
+  params.ignore_eos = req.ignore_eos;
+  params.priority = req.priority;
+  params.adapter = std::move(adapter);
+
+  const uint64_t n = next_id_.fetch_add(1);
+  ResponseMeta meta{kind, (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + std::to_string(n),
+                    static_cast<int64_t>(std::time(nullptr)), req.model.empty() ? model_name_ : req.model};
+  return {{}, std::make_unique<CompletionJob>(std::move(meta), std::move(params), req.stream, req.include_usage,
+                                              metrics_, arrival)};
+}
+
+std::variant<uint64_t, HttpReply> Api::submit(CompletionJob& job, EventSink sink) {
+  SubmitResult r;
+  try {
+    r = backend_.submit(std::move(job.params()), std::move(sink));
+  } catch (const std::exception& e) {
+    return reject(Rejection::kEngineError, {503, "server_error", std::string("the engine failed: ") + e.what(), "",
+                                            "engine_error"});
+  }
+  switch (r.status) {
+    case SubmitStatus::kAccepted:
+      return r.id;
+    case SubmitStatus::kQueueFull:
+      return reject(Rejection::kQueueFull, {429, "rate_limit_error", "the request queue is full; retry later: " + r.message,
+                                            "", "queue_full"});
+    case SubmitStatus::kTooLong: {
+      ApiError e = ApiError::bad_request(r.message, "max_tokens");
+      e.code = "context_length_exceeded";
+      return reject(Rejection::kTooLong, e);
+    }
+    case SubmitStatus::kUnknownAdapter:
+      return reject(Rejection::kNotFound, {404, "not_found_error", r.message, "model", "model_not_found"});
+    case SubmitStatus::kDraining:
+      return reject(Rejection::kDraining, {503, "server_error", "the server is shutting down", "", "draining"});
+    case SubmitStatus::kInvalid:
+      return reject(Rejection::kInvalid, ApiError::bad_request(r.message, ""));
+  }
+  return reject(Rejection::kEngineError, {503, "server_error", "the engine refused the request: " + r.message, "",
+                                          "engine_error"});
+}
+
+}  // namespace vigil

@@ -1,0 +1,63 @@
+// Routes HTTP requests to the OpenAI API, health, readiness and metrics; knows nothing of sockets.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "server/completion_job.h"
+#include "server/inference_backend.h"
+#include "server/serve_config.h"
+#include "server/server_state.h"
+#include "server/worker_metrics.h"
+
+namespace vigil {
+
+// A complete answer: the session serializes it as an HTTP/1.1 response.
+struct HttpReply {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // extra fields (Allow, Retry-After)
+  bool close = false;  // end the connection after it (draining, unreadable input)
+};
+
+// Either a reply now, or a completion to submit to the engine.
+struct Routed {
+  HttpReply reply;
+  std::unique_ptr<CompletionJob> job;
+};
+
+HttpReply error_reply(const ApiError& error);
+
+class Api {
+ public:
+  Api(InferenceBackend& backend, WorkerMetrics& metrics, ServerState& state, std::string model_name);
+
+  Routed route(std::string_view method, std::string_view target, std::string_view body,
+               CompletionJob::Clock::time_point arrival);
+  // Submits a routed job. Accepted: the engine's id. Refused: the error reply to send instead.
+  std::variant<uint64_t, HttpReply> submit(CompletionJob& job, EventSink sink);
+  void cancel(uint64_t id) { backend_.cancel(id); }
+
+  const std::string& model_name() const { return model_name_; }
+  void set_retry_after(int seconds) { retry_after_seconds_ = seconds; }
+
+ private:
+  Routed completion(ApiKind kind, std::string_view body, CompletionJob::Clock::time_point arrival);
+  HttpReply reject(Rejection why, ApiError error);
+
+  InferenceBackend& backend_;
+  WorkerMetrics& metrics_;
+  ServerState& state_;
+  std::string model_name_;
+  int64_t created_;  // when the model was loaded, for /v1/models
+  int retry_after_seconds_ = 1;
+  std::atomic<uint64_t> next_id_{1};
+};
+
+}  // namespace vigil

@@ -1,0 +1,314 @@
+// Connection state machine. Everything here runs on the connection's strand, including engine
+// events, which the engine thread only posts. The socket is read during a response too, so a
+// client that hangs up mid-generation is noticed at once and its engine request cancelled.
+#include "server/http_session.h"
+
+#include <cstdio>
+#include <sstream>
+#include <utility>
+#include <variant>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/bind_handler.hpp>
+#include <boost/beast/http.hpp>
+
+namespace vigil {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+
+constexpr std::chrono::seconds kLingerTimeout{2};
+constexpr const char* kServerName = "vigil-worker";
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+
+std::string serialize(const HttpReply& reply, bool keep_alive) {
+  http::response<http::string_body> res{static_cast<http::status>(reply.status), 11};
+  res.set(http::field::server, kServerName);
+  res.set(http::field::content_type, reply.content_type);
+  for (const auto& [name, value] : reply.headers) res.set(name, value);
+  res.keep_alive(keep_alive);
+  res.body() = reply.body;
+  res.prepare_payload();
+  std::ostringstream out;
+  out << res;
+  return std::move(out).str();
+}
+
+std::string sse_header(bool keep_alive) {
+  http::response<http::empty_body> res{http::status::ok, 11};
+  res.set(http::field::server, kServerName);
+  res.set(http::field::content_type, "text/event-stream");
+  res.set(http::field::cache_control, "no-cache");
+  res.keep_alive(keep_alive);
+  res.chunked(true);
+  std::ostringstream out;
+  out << res.base();
+  return std::move(out).str();
+}
+
+// One HTTP/1.1 chunk holding `data` (never empty: a zero-size chunk would end the body).
+std::string chunk(std::string_view data) {
+  char size[20];
+  int n = std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+  std::string out(size, static_cast<size_t>(n));
+  out.append(data);
+  out.append("\r\n");
+  return out;
+}
+
+constexpr std::string_view kLastChunk = "0\r\n\r\n";
+
+}  // namespace
+
+HttpSession::HttpSession(net::ip::tcp::socket&& socket, Api& api, const ServerConfig& config, ServerState& state)
+    : stream_(std::move(socket)), api_(api), config_(config), state_(state) {
+  state_.connections.fetch_add(1);
+}
+
+HttpSession::~HttpSession() { state_.connections.fetch_sub(1); }
+
+void HttpSession::run() {
+  // Start on the strand: the socket's executor is this connection's strand.
+  net::dispatch(stream_.get_executor(), beast::bind_front_handler(&HttpSession::do_read, shared_from_this()));
+}
+
+void HttpSession::do_read() {
+  parser_.emplace();
+  parser_->header_limit(static_cast<uint32_t>(config_.max_header_bytes));
+  parser_->body_limit(config_.max_body_bytes);
+  stream_.expires_after(first_request_ ? config_.read_timeout : config_.idle_timeout);
+  http::async_read_header(stream_, buffer_, *parser_,
+                          beast::bind_front_handler(&HttpSession::on_read_header, shared_from_this()));
+}
+
+void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
+  if (ec) return read_failed(ec);
+  first_request_ = false;
+  stream_.expires_after(config_.read_timeout);
+  // curl asks before sending a large body; without this it stalls for a second.
+  if (beast::iequals(parser_->get()[http::field::expect], "100-continue")) {
+    net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
+                     beast::bind_front_handler(&HttpSession::on_continue, shared_from_this()));
+    return;
+  }
+  http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&HttpSession::on_read, shared_from_this()));
+}
+
+void HttpSession::on_continue(beast::error_code ec, std::size_t) {
+  if (ec) return fail(ec, "write");
+  http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&HttpSession::on_read, shared_from_this()));
+}
+
+void HttpSession::on_read(beast::error_code ec, std::size_t) {
+  if (ec) return read_failed(ec);
+  handle_request();
+}
+
+void HttpSession::read_failed(beast::error_code ec) {
+  if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::connection_reset ||
+      ec == net::error::eof) {
+    return do_close();
+  }
+  keep_alive_ = false;
+  in_flight_ = InFlight(state_);
+  if (ec == http::error::body_limit) {
+    return send(error_reply({413, "invalid_request_error",
+                             "request body over the limit of " + std::to_string(config_.max_body_bytes) + " bytes",
+                             "", "request_too_large"}));
+  }
+  if (ec == http::error::header_limit) {
+    return send(error_reply({431, "invalid_request_error",
+                             "request header over the limit of " + std::to_string(config_.max_header_bytes) + " bytes",
+                             "", "header_too_large"}));
+  }
+  if (ec.category() == make_error_code(http::error::bad_method).category())
+    return send(error_reply(ApiError::bad_request("malformed HTTP request: " + ec.message(), "")));
+  fail(ec, "read");
+}
+
+void HttpSession::handle_request() {
+  auto& req = parser_->get();
+  keep_alive_ = req.keep_alive();
+  in_flight_ = InFlight(state_);
+  const auto method = req.method_string();
+  const auto target = req.target();
+  Routed routed = api_.route(std::string_view(method.data(), method.size()),
+                             std::string_view(target.data(), target.size()), req.body(),
+                             CompletionJob::Clock::now());
+  if (!routed.job) return send(std::move(routed.reply));
+  job_ = std::move(routed.job);
+  start_job();
+}
+
+void HttpSession::start_job() {
+  auto self = shared_from_this();
+  // Runs on the engine thread: copy the event and hop to this connection's strand.
+  EventSink sink = [self](const RequestEvent& event) {
+    net::post(self->stream_.get_executor(), [self, event] { self->on_engine_event(event); });
+  };
+  auto submitted = api_.submit(*job_, std::move(sink));
+  if (auto* reply = std::get_if<HttpReply>(&submitted)) {
+    job_.reset();
+    return send(std::move(*reply));
+  }
+  request_id_ = std::get<uint64_t>(submitted);
+  generating_ = true;
+  response_complete_ = false;
+  after_ = keep_alive_ ? After::kRead : After::kClose;
+  stream_.expires_never();  // a queued request may wait long; writes set their own deadline
+  if (job_->stream()) enqueue(sse_header(keep_alive_));
+  watch_disconnect();
+}
+
+void HttpSession::on_engine_event(const RequestEvent& event) {
+  if (event.finish != FinishReason::kNone) generating_ = false;
+  if (!job_) return;
+  std::string out = job_->on_event(event);
+  if (closed_) return;  // the client is gone; the job still recorded its metrics
+  if (job_->stream()) {
+    if (!out.empty()) enqueue(chunk(out));
+    if (job_->finished()) {
+      response_complete_ = true;
+      enqueue(std::string(kLastChunk));
+    } else if (queue_.size() > config_.stream_queue_chunks) {
+      // The client reads slower than we generate; holding its tokens without bound is worse.
+      std::fprintf(stderr, "vigil-worker: client too slow (%zu chunks queued), request %llu cut\n", queue_.size(),
+                   static_cast<unsigned long long>(request_id_));
+      abort_job();
+      beast::error_code ignored;
+      stream_.socket().close(ignored);
+      closed_ = true;
+    }
+    return;
+  }
+  if (job_->finished()) {
+    HttpReply reply{job_->status(), "application/json", std::move(out), {}, false};
+    send(std::move(reply));
+  }
+}
+
+void HttpSession::send(HttpReply reply) {
+  if (reply.close || !keep_alive_ || state_.draining.load()) keep_alive_ = false;
+  after_ = keep_alive_ ? After::kRead : After::kClose;
+  response_complete_ = true;
+  enqueue(serialize(reply, keep_alive_));
+}
+
+void HttpSession::enqueue(std::string bytes) {
+  queue_.push_back(std::move(bytes));
+  if (!writing_) do_write();
+}
+
+void HttpSession::do_write() {
+  writing_ = true;
+  stream_.expires_after(config_.write_timeout);
+  net::async_write(stream_, net::buffer(queue_.front()),
+                   beast::bind_front_handler(&HttpSession::on_write, shared_from_this()));
+}
+
+void HttpSession::on_write(beast::error_code ec, std::size_t) {
+  writing_ = false;
+  if (ec) {
+    abort_job();
+    return fail(ec, "write");
+  }
+  queue_.pop_front();
+  if (!queue_.empty()) return do_write();
+  if (response_complete_) on_response_done();
+}
+
+void HttpSession::on_response_done() {
+  response_complete_ = false;
+  job_.reset();
+  in_flight_.release();
+  if (watching_) {
+    // The disconnect watch holds the socket's read side; stop it and continue from its handler.
+    resume_after_watch_ = true;
+    beast::error_code ignored;
+    stream_.socket().cancel(ignored);
+    return;
+  }
+  continue_after_response();
+}
+
+void HttpSession::continue_after_response() {
+  if (after_ == After::kClose) return do_close();
+  do_read();
+}
+
+void HttpSession::watch_disconnect() {
+  // Bytes a pipelining client sends early are kept for the next request; past the limits we stop
+  // watching rather than buffer without bound.
+  if (buffer_.size() >= config_.max_header_bytes + config_.max_body_bytes) return;
+  watching_ = true;
+  stream_.socket().async_read_some(buffer_.prepare(4096),
+                                   beast::bind_front_handler(&HttpSession::on_watch, shared_from_this()));
+}
+
+void HttpSession::on_watch(beast::error_code ec, std::size_t bytes) {
+  watching_ = false;
+  buffer_.commit(bytes);
+  if (resume_after_watch_) {
+    resume_after_watch_ = false;
+    if (ec && ec != net::error::operation_aborted) return do_close();
+    return continue_after_response();
+  }
+  if (closed_) return;
+  if (ec) {
+    // EOF or reset while the engine works for this client: nobody will read the answer.
+    abort_job();
+    beast::error_code ignored;
+    stream_.socket().close(ignored);
+    closed_ = true;
+    in_flight_.release();
+    return;
+  }
+  watch_disconnect();
+}
+
+void HttpSession::abort_job() {
+  if (generating_) api_.cancel(request_id_);
+}
+
+void HttpSession::do_close() {
+  if (closed_) return;
+  closed_ = true;
+  // Half-close, then read until the client closes too: closing with unread request bytes would
+  // reset the connection and could destroy the error reply we just sent (e.g. a 413).
+  beast::error_code ec;
+  stream_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
+  if (ec) {
+    stream_.socket().close(ec);
+    return;
+  }
+  lingered_ = 0;
+  do_linger();
+}
+
+void HttpSession::do_linger() {
+  stream_.expires_after(kLingerTimeout);
+  stream_.async_read_some(net::buffer(scratch_), beast::bind_front_handler(&HttpSession::on_linger, shared_from_this()));
+}
+
+void HttpSession::on_linger(beast::error_code ec, std::size_t bytes) {
+  lingered_ += bytes;
+  if (!ec && lingered_ < 4 * config_.max_body_bytes + config_.max_header_bytes) return do_linger();
+  beast::error_code ignored;
+  stream_.socket().close(ignored);
+}
+
+void HttpSession::fail(beast::error_code ec, const char* what) {
+  if (ec != net::error::operation_aborted && ec != beast::error::timeout && ec != net::error::broken_pipe &&
+      ec != net::error::connection_reset)
+    std::fprintf(stderr, "vigil-worker: connection %s: %s\n", what, ec.message().c_str());
+  beast::error_code ignored;
+  stream_.socket().close(ignored);
+  closed_ = true;
+  in_flight_.release();
+}
+
+}  // namespace vigil

@@ -1,0 +1,90 @@
+// One HTTP/1.1 connection (Beast's advanced-server shape): reads requests with header and body
+// limits and timeouts, answers through the Api, streams completions as SSE from a bounded queue,
+// and cancels the engine request when the client goes away.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include "server/api.h"
+#include "server/serve_config.h"
+#include "server/server_state.h"
+
+namespace vigil {
+
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(boost::asio::ip::tcp::socket&& socket, Api& api, const ServerConfig& config, ServerState& state);
+  ~HttpSession();
+  HttpSession(const HttpSession&) = delete;
+  HttpSession& operator=(const HttpSession&) = delete;
+
+  void run();
+
+ private:
+  enum class After { kRead, kClose };
+
+  void do_read();
+  void on_read_header(boost::beast::error_code ec, std::size_t bytes);
+  void on_continue(boost::beast::error_code ec, std::size_t bytes);
+  void on_read(boost::beast::error_code ec, std::size_t bytes);
+  void handle_request();
+  void read_failed(boost::beast::error_code ec);
+
+  void send(HttpReply reply);
+  void start_job();
+  void on_engine_event(const RequestEvent& event);
+
+  void enqueue(std::string bytes);
+  void do_write();
+  void on_write(boost::beast::error_code ec, std::size_t bytes);
+  void on_response_done();
+  void continue_after_response();
+
+  void watch_disconnect();
+  void on_watch(boost::beast::error_code ec, std::size_t bytes);
+
+  void do_close();
+  void do_linger();
+  void on_linger(boost::beast::error_code ec, std::size_t bytes);
+  void abort_job();
+  void fail(boost::beast::error_code ec, const char* what);
+
+  boost::beast::tcp_stream stream_;
+  boost::beast::flat_buffer buffer_;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
+  Api& api_;
+  const ServerConfig& config_;
+  ServerState& state_;
+
+  bool first_request_ = true;
+  bool keep_alive_ = false;
+  InFlight in_flight_;
+
+  std::unique_ptr<CompletionJob> job_;
+  uint64_t request_id_ = 0;
+  bool generating_ = false;  // the engine still owes request_id_ events
+
+  std::deque<std::string> queue_;  // serialized bytes waiting for the socket
+  bool writing_ = false;
+  bool response_complete_ = false;  // every byte of the current response is queued
+  After after_ = After::kRead;
+
+  bool watching_ = false;           // a read is pending to notice a disconnect mid-response
+  bool resume_after_watch_ = false;
+  bool closed_ = false;
+  size_t lingered_ = 0;
+  std::array<char, 4096> scratch_{};  // bytes read only to be discarded (lingering close)
+};
+
+}  // namespace vigil

@@ -1,0 +1,55 @@
+// `vigil-worker serve` configuration: every server and engine knob, its default, the YAML parser.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+#include "engine/engine.h"
+
+namespace vigil {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string model_name;          // empty: the model file's base name
+  int io_threads = 1;              // Asio threads; the engine decodes on its own thread
+  int max_connections = 512;       // beyond this, new connections are closed at once
+  size_t max_header_bytes = 16 * 1024;
+  size_t max_body_bytes = 1024 * 1024;
+  std::chrono::milliseconds read_timeout{30000};   // whole request (head and body)
+  std::chrono::milliseconds idle_timeout{60000};   // keep-alive wait for the next request
+  std::chrono::milliseconds write_timeout{30000};  // one write to a client that stopped reading
+  size_t stream_queue_chunks = 1024;  // SSE chunks a slow client may fall behind before it is cut
+  std::chrono::milliseconds drain_grace{30000};    // SIGTERM: how long in-flight requests may run
+  int retry_after_seconds = 1;                     // Retry-After sent with 429
+};
+
+struct ServeConfig {
+  ServerConfig server;
+  EngineConfig engine;
+};
+
+// A bad key or value: names the key (dotted path) and its line (0 when it came from a flag).
+class ServeConfigError : public std::runtime_error {
+ public:
+  ServeConfigError(std::string key, int line, const std::string& what);
+  const std::string& key() const { return key_; }
+  int line() const { return line_; }
+
+ private:
+  std::string key_;
+  int line_;
+};
+
+// Parses YAML text on top of the defaults; throws ServeConfigError. An empty document is all defaults.
+ServeConfig parse_serve_config(const std::string& yaml_text);
+// Reads and parses FILE; throws ServeConfigError (key "file" when it cannot be read).
+ServeConfig load_serve_config(const std::string& path);
+// Checks cross-field rules (e.g. block size vs context) once flags are applied; throws ServeConfigError.
+void check_serve_config(const ServeConfig& config);
+// "250ms", "5s", "2m" or a bare number of seconds; throws std::invalid_argument.
+std::chrono::milliseconds parse_duration(const std::string& text);
+
+}  // namespace vigil

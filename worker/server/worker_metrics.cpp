@@ -1,0 +1,115 @@
+// Metric definitions: names in base units (seconds, tokens as counts), buckets sized for a model
+// that decodes a token in milliseconds on a CPU and runs requests for seconds to minutes.
+#include "server/worker_metrics.h"
+
+#include <prometheus/text_serializer.h>
+
+namespace vigil {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Histogram;
+
+const Histogram::BucketBoundaries kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+                                                  0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+const Histogram::BucketBoundaries kItlBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02,
+                                                 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+                                                 0.75, 1.0, 2.5};
+const Histogram::BucketBoundaries kE2eBuckets = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                                                 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0};
+const Histogram::BucketBoundaries kQueueBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                   0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0};
+const Histogram::BucketBoundaries kLengthBuckets = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000,
+                                                    10000, 20000, 50000, 100000};
+
+const char* rejection_name(int i) {
+  static constexpr const char* kNames[kRejectionCount] = {"invalid", "too_long", "not_found",
+                                                          "queue_full", "draining", "engine_error"};
+  return kNames[i];
+}
+
+}  // namespace
+
+WorkerMetrics::WorkerMetrics(const std::string& model, std::string_view version, std::string_view kernel_path)
+    : running_(BuildGauge().Name("vigil_worker_requests_running").Help("Requests in the running batch.")
+                   .Register(*registry_).Add({})),
+      waiting_(BuildGauge().Name("vigil_worker_requests_waiting").Help("Requests queued for admission.")
+                   .Register(*registry_).Add({})),
+      kv_usage_(BuildGauge().Name("vigil_worker_kv_cache_usage_ratio")
+                    .Help("Fraction of KV cache blocks in use (0-1).").Register(*registry_).Add({})),
+      preemptions_(BuildCounter().Name("vigil_worker_preemptions_total")
+                       .Help("Sequences preempted (recomputed later) because KV blocks ran out.")
+                       .Register(*registry_).Add({})),
+      prompt_tokens_(BuildCounter().Name("vigil_worker_prompt_tokens_total")
+                         .Help("Prompt tokens of finished requests.").Register(*registry_).Add({})),
+      generation_tokens_(BuildCounter().Name("vigil_worker_generation_tokens_total")
+                             .Help("Generated tokens of finished requests.").Register(*registry_).Add({})),
+      ttft_(BuildHistogram().Name("vigil_worker_time_to_first_token_seconds")
+                .Help("Time from a request's arrival to its first generated token.")
+                .Register(*registry_).Add({}, kTtftBuckets)),
+      itl_(BuildHistogram().Name("vigil_worker_inter_token_latency_seconds")
+               .Help("Time between consecutive generated tokens of a request.")
+               .Register(*registry_).Add({}, kItlBuckets)),
+      e2e_(BuildHistogram().Name("vigil_worker_e2e_request_latency_seconds")
+               .Help("Time from a request's arrival to its last token.").Register(*registry_).Add({}, kE2eBuckets)),
+      queue_(BuildHistogram().Name("vigil_worker_request_queue_time_seconds")
+                 .Help("Time a request waited before the engine admitted it.")
+                 .Register(*registry_).Add({}, kQueueBuckets)),
+      prompt_len_(BuildHistogram().Name("vigil_worker_request_prompt_tokens")
+                      .Help("Prompt length of finished requests, in tokens.")
+                      .Register(*registry_).Add({}, kLengthBuckets)),
+      generation_len_(BuildHistogram().Name("vigil_worker_request_generation_tokens")
+                          .Help("Generated length of finished requests, in tokens.")
+                          .Register(*registry_).Add({}, kLengthBuckets)) {
+  auto& success = BuildCounter().Name("vigil_worker_request_success_total")
+                      .Help("Finished requests by finish reason.").Register(*registry_);
+  for (auto reason : {FinishReason::kStop, FinishReason::kLength, FinishReason::kCancelled, FinishReason::kError})
+    success_[static_cast<size_t>(reason) - 1] = &success.Add({{"finish_reason", finish_reason_name(reason)}});
+  auto& rejected = BuildCounter().Name("vigil_worker_requests_rejected_total")
+                       .Help("Requests answered with an error before they ran, by reason.").Register(*registry_);
+  for (int i = 0; i < kRejectionCount; ++i) rejected_[static_cast<size_t>(i)] = &rejected.Add({{"reason", rejection_name(i)}});
+  BuildGauge().Name("vigil_worker_info").Help("The served model, the build and the active CPU kernel path.")
+      .Register(*registry_)
+      .Add({{"model", model}, {"version", std::string(version)}, {"kernel_path", std::string(kernel_path)}})
+      .Set(1);
+}
+
+void WorkerMetrics::request_queued(double queue_seconds) { queue_.Observe(queue_seconds); }
+
+void WorkerMetrics::first_token(double ttft_seconds) { ttft_.Observe(ttft_seconds); }
+
+void WorkerMetrics::tokens_after(double gap_seconds, size_t tokens) {
+  if (tokens == 0) return;
+  const double each = gap_seconds / static_cast<double>(tokens);
+  for (size_t i = 0; i < tokens; ++i) itl_.Observe(each);
+}
+
+void WorkerMetrics::request_finished(FinishReason reason, int prompt_tokens, int generation_tokens,
+                                     double e2e_seconds) {
+  if (reason != FinishReason::kNone) success_[static_cast<size_t>(reason) - 1]->Increment();
+  prompt_tokens_.Increment(prompt_tokens);
+  generation_tokens_.Increment(generation_tokens);
+  prompt_len_.Observe(prompt_tokens);
+  generation_len_.Observe(generation_tokens);
+  e2e_.Observe(e2e_seconds);
+}
+
+void WorkerMetrics::rejected(Rejection why) { rejected_[static_cast<size_t>(why)]->Increment(); }
+
+std::string WorkerMetrics::scrape(const EngineStats& stats) {
+  std::lock_guard lock(scrape_mu_);
+  running_.Set(stats.running);
+  waiting_.Set(stats.waiting);
+  kv_usage_.Set(stats.kv_blocks_total > 0
+                    ? 1.0 - static_cast<double>(stats.kv_blocks_free) / static_cast<double>(stats.kv_blocks_total)
+                    : 0.0);
+  if (stats.preemptions > preemptions_seen_) {
+    preemptions_.Increment(static_cast<double>(stats.preemptions - preemptions_seen_));
+    preemptions_seen_ = stats.preemptions;
+  }
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+}  // namespace vigil

@@ -1,0 +1,59 @@
+// The worker's Prometheus metrics (vigil_worker_*): every series is created once here, so request
+// paths only touch references, never Family::Add.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "engine/engine.h"
+
+namespace vigil {
+
+// Why a request was turned away before the engine ran it (label `reason`).
+enum class Rejection { kInvalid, kTooLong, kNotFound, kQueueFull, kDraining, kEngineError };
+inline constexpr int kRejectionCount = 6;
+
+class WorkerMetrics {
+ public:
+  WorkerMetrics(const std::string& model, std::string_view version, std::string_view kernel_path);
+
+  void request_queued(double queue_seconds);
+  void first_token(double ttft_seconds);
+  // `tokens` tokens arrived `gap_seconds` after the previous ones (one event may carry several).
+  void tokens_after(double gap_seconds, size_t tokens);
+  void request_finished(FinishReason reason, int prompt_tokens, int generation_tokens, double e2e_seconds);
+  void rejected(Rejection why);
+
+  // Text exposition format, with the engine's gauges read now.
+  std::string scrape(const EngineStats& stats);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_ = std::make_shared<prometheus::Registry>();
+  prometheus::Gauge& running_;
+  prometheus::Gauge& waiting_;
+  prometheus::Gauge& kv_usage_;
+  prometheus::Counter& preemptions_;
+  prometheus::Counter& prompt_tokens_;
+  prometheus::Counter& generation_tokens_;
+  std::array<prometheus::Counter*, 4> success_{};  // by FinishReason (kStop .. kError)
+  std::array<prometheus::Counter*, kRejectionCount> rejected_{};
+  prometheus::Histogram& ttft_;
+  prometheus::Histogram& itl_;
+  prometheus::Histogram& e2e_;
+  prometheus::Histogram& queue_;
+  prometheus::Histogram& prompt_len_;
+  prometheus::Histogram& generation_len_;
+
+  std::mutex scrape_mu_;        // scrapes may come from several I/O threads
+  uint64_t preemptions_seen_ = 0;  // engine's cumulative count at the last scrape
+};
+
+}  // namespace vigil

@@ -87,6 +87,7 @@ class Agent {
       }
     }
     collectors_.push_back({"self", std::make_shared<SelfCollector>(stats_)});
+    stats_.add_table_source("agent", "process_labels", [this] { return processes_.size(); });
   }
 
   // Waits up to timeout_ms for ring buffer events (or just sleeps when no set has any).
@@ -106,6 +107,7 @@ class Agent {
   }
 
   void housekeeping() {
+    processes_.sweep();
     if (cfg_.libraries.discover && (cuda_ || nccl_)) {
       for (const auto& hit : scan_libraries("/proc")) {
         if (hit.kind == LibraryKind::kCuda && cuda_) cuda_->attach(hit.open_path, hit.dev, hit.inode);

@@ -36,10 +36,18 @@ void AgentStats::add_kernel_source(const std::string& set, std::function<KernelC
   kernel_sources_[set] = std::move(read);
 }
 
+void AgentStats::add_table_source(const std::string& set, const std::string& table,
+                                  std::function<uint64_t()> count) {
+  std::lock_guard lock(mu_);
+  if (count) table_sources_[{set, table}] = std::move(count);
+  else table_sources_.erase({set, table});
+}
+
 AgentStats::Snapshot AgentStats::snapshot() const {
   std::lock_guard lock(mu_);
   Snapshot out = s_;
   for (const auto& [set, read] : kernel_sources_) out.kernel[set] = read();
+  for (const auto& [key, count] : table_sources_) out.table_entries[key] = count();
   return out;
 }
 

@@ -24,6 +24,8 @@ class AgentStats {
   void ringbuf_event(const std::string& set);
   void record_scrape(const std::string& collector, double seconds);
   void add_kernel_source(const std::string& set, std::function<KernelCounters()> read);
+  // Entries held in one of the agent's tables (a BPF map or the label cache), read at scrape.
+  void add_table_source(const std::string& set, const std::string& table, std::function<uint64_t()> count);
 
   struct Snapshot {
     std::map<std::string, std::pair<bool, std::string>> enabled;
@@ -32,6 +34,7 @@ class AgentStats {
     std::map<std::string, uint64_t> ringbuf_events;
     std::map<std::string, std::pair<uint64_t, double>> scrapes;  // count, last duration
     std::map<std::string, KernelCounters> kernel;
+    std::map<std::pair<std::string, std::string>, uint64_t> table_entries;
   };
   Snapshot snapshot() const;
 
@@ -39,6 +42,7 @@ class AgentStats {
   mutable std::mutex mu_;
   Snapshot s_;
   std::map<std::string, std::function<KernelCounters()>> kernel_sources_;
+  std::map<std::pair<std::string, std::string>, std::function<uint64_t()>> table_sources_;
 };
 
 }  // namespace vigil::agent

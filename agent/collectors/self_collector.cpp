@@ -43,7 +43,12 @@ std::vector<prometheus::MetricFamily> SelfCollector::Collect() const {
     add_sample(scrape, {{"collector", name}}, v.second);
     add_sample(scrapes, {{"collector", name}}, static_cast<double>(v.first));
   }
-  return {info, enabled, attached, failures, events, drops, rb, scrape, scrapes};
+  auto tables = make_family("vigil_agent_table_entries",
+                            "Entries in the agent's per-process and per-socket tables (BPF maps, label cache).",
+                            MetricType::Gauge);
+  for (const auto& [key, n] : s.table_entries)
+    add_sample(tables, {{"set", key.first}, {"table", key.second}}, static_cast<double>(n));
+  return {info, enabled, attached, failures, events, drops, rb, scrape, scrapes, tables};
 }
 
 }  // namespace vigil::agent

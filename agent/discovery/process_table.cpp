@@ -33,6 +33,11 @@ ProcessLabels ProcessTable::labels(uint32_t pid) {
   return e.labels;
 }
 
+size_t ProcessTable::size() {
+  std::lock_guard lock(mu_);
+  return entries_.size();
+}
+
 bool ProcessTable::expired(uint32_t pid) {
   struct stat st{};
   bool alive = stat((proc_root_ + "/" + std::to_string(pid)).c_str(), &st) == 0;
@@ -48,8 +53,13 @@ bool ProcessTable::expired(uint32_t pid) {
     e.gone_since = now;
   }
   if (now - e.gone_since < grace_) return false;
-  entries_.erase(pid);
+  e.expired = true;
   return true;
+}
+
+void ProcessTable::sweep() {
+  std::lock_guard lock(mu_);
+  std::erase_if(entries_, [](const auto& kv) { return kv.second.expired; });
 }
 
 }  // namespace vigil::agent

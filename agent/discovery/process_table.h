@@ -25,8 +25,11 @@ class ProcessTable {
   // Labels for PID, read from /proc once and kept past the process's exit.
   ProcessLabels labels(uint32_t pid);
   // True once PID has been gone from /proc for longer than the grace period: its series and
-  // kernel state should be dropped. Also forgets the PID's labels then.
+  // kernel state should be dropped. Every collector asking during the same tick gets true.
   bool expired(uint32_t pid);
+  // Starts a housekeeping tick: forgets the processes found expired during the previous one.
+  void sweep();
+  size_t size();
 
  private:
   struct Entry {
@@ -34,6 +37,7 @@ class ProcessTable {
     bool have_labels = false;
     Clock::time_point gone_since{};
     bool gone = false;
+    bool expired = false;
   };
   std::string proc_root_;
   std::chrono::milliseconds grace_;

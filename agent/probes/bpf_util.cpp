@@ -31,6 +31,35 @@ KernelCounters read_probe_stats(const bpf_map* stats_map) {
   return out;
 }
 
+uint64_t count_map_entries(const bpf_map* map) {
+  std::vector<char> key(bpf_map__key_size(map)), next(key.size());
+  const void* prev = nullptr;
+  uint64_t n = 0;
+  while (bpf_map_get_next_key(bpf_map__fd(map), prev, next.data()) == 0 && n < (1u << 22)) {
+    ++n;
+    key.swap(next);
+    prev = key.data();
+  }
+  return n;
+}
+
+void register_tables(AgentStats& stats, const std::string& set, const std::vector<const bpf_map*>& maps,
+                     bool remove) {
+  for (const bpf_map* m : maps)
+    stats.add_table_source(set, bpf_map__name(m),
+                           remove ? std::function<uint64_t()>() : [m] { return count_map_entries(m); });
+}
+
+bool LogLimiter::allow() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  if (now.tv_sec != second_) {
+    second_ = now.tv_sec;
+    used_ = 0;
+  }
+  return used_++ < per_second_;
+}
+
 bool kernel_has_btf_tracepoint(const std::string& btf_path, const std::string& name) {
   btf* vmlinux = btf__parse(btf_path.c_str(), nullptr);
   if (!vmlinux) return false;

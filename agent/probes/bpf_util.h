@@ -4,6 +4,8 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include <cstdint>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +27,26 @@ KernelCounters read_probe_stats(const bpf_map* stats_map);
 
 // True when the kernel's BTF declares the raw tracepoint NAME (the typedef tp_btf needs).
 bool kernel_has_btf_tracepoint(const std::string& btf_path, const std::string& name);
+
+// Number of entries in a BPF hash map (walks its keys).
+uint64_t count_map_entries(const bpf_map* map);
+
+// Registers `maps` of probe set `set` as vigil_agent_table_entries sources; with `remove`,
+// unregisters them (before the maps go away).
+void register_tables(AgentStats& stats, const std::string& set, const std::vector<const bpf_map*>& maps,
+                     bool remove = false);
+
+// At most `per_second` log lines per second: a process failing in a loop must not flood the log.
+class LogLimiter {
+ public:
+  explicit LogLimiter(int per_second) : per_second_(per_second) {}
+  bool allow();
+
+ private:
+  int per_second_;
+  long long second_ = 0;
+  int used_ = 0;
+};
 
 // Iterates a hash map's keys; the map may change underneath, which only skips or repeats keys.
 template <typename Key>

@@ -65,10 +65,16 @@ CudaProbe::CudaProbe(const std::string& btf_path, AgentStats& stats) : stats_(st
   uprobes_ = std::make_unique<UprobeSet>("cuda", skel_->progs.cuda_enter, skel_->progs.cuda_exit,
                                          cuda_targets(), stats_);
   stats_.add_kernel_source("cuda", [this] { return read_probe_stats(skel_->maps.probe_stats); });
+  register_tables(stats_, "cuda", tables());
+}
+
+std::vector<const bpf_map*> CudaProbe::tables() const {
+  return {skel_->maps.procs, skel_->maps.live, skel_->maps.handles, skel_->maps.errors, skel_->maps.inflight};
 }
 
 CudaProbe::~CudaProbe() {
   stats_.add_kernel_source("cuda", [] { return KernelCounters{}; });
+  register_tables(stats_, "cuda", tables(), true);
   uprobes_.reset();
 }
 
@@ -78,6 +84,7 @@ int CudaProbe::on_failure(void* ctx, void* data, size_t size) {
   cuda_failure f;
   std::memcpy(&f, data, sizeof f);
   self->stats_.ringbuf_event("cuda");
+  if (!self->log_limit_.allow()) return 0;
   std::fprintf(stderr,
                "vigil-agent: cuda failure: pid=%u tid=%u comm=%.16s %s -> %s stream=0x%llx "
                "graph=0x%llx size=%llu t=%llu ns\n",

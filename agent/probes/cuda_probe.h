@@ -35,6 +35,7 @@ class CudaProbe {
 
  private:
   static int on_failure(void* ctx, void* data, size_t size);
+  std::vector<const bpf_map*> tables() const;
   struct SkelDeleter {
     void operator()(cuda_bpf* s) const;
   };
@@ -42,6 +43,7 @@ class CudaProbe {
     void operator()(ring_buffer* r) const;
   };
   AgentStats& stats_;
+  LogLimiter log_limit_{50};
   std::unique_ptr<cuda_bpf, SkelDeleter> skel_;
   std::unique_ptr<ring_buffer, RingDeleter> ring_;
   std::unique_ptr<UprobeSet> uprobes_;  // links go first, then the ring buffer, then the object

@@ -51,10 +51,16 @@ NcclProbe::NcclProbe(const std::string& btf_path, AgentStats& stats) : stats_(st
   uprobes_ = std::make_unique<UprobeSet>("nccl", skel_->progs.nccl_enter, skel_->progs.nccl_exit,
                                          std::move(targets), stats_);
   stats_.add_kernel_source("nccl", [this] { return read_probe_stats(skel_->maps.probe_stats); });
+  register_tables(stats_, "nccl", tables());
+}
+
+std::vector<const bpf_map*> NcclProbe::tables() const {
+  return {skel_->maps.procs, skel_->maps.calls, skel_->maps.async_errors, skel_->maps.inflight};
 }
 
 NcclProbe::~NcclProbe() {
   stats_.add_kernel_source("nccl", [] { return KernelCounters{}; });
+  register_tables(stats_, "nccl", tables(), true);
   uprobes_.reset();
 }
 
@@ -64,6 +70,7 @@ int NcclProbe::on_failure(void* ctx, void* data, size_t size) {
   nccl_failure f;
   std::memcpy(&f, data, sizeof f);
   self->stats_.ringbuf_event("nccl");
+  if (!self->log_limit_.allow()) return 0;
   std::fprintf(stderr, "vigil-agent: nccl failure: pid=%u comm=%.16s %s -> %s ncclComm=0x%llx nranks=%d rank=%d\n",
                f.tgid, f.comm, nccl_fn_name(f.fn), nccl_result_name(f.result).c_str(),
                static_cast<unsigned long long>(f.comm_handle), f.nranks, f.rank);

@@ -33,6 +33,7 @@ class NcclProbe {
 
  private:
   static int on_failure(void* ctx, void* data, size_t size);
+  std::vector<const bpf_map*> tables() const;
   struct SkelDeleter {
     void operator()(nccl_bpf* s) const;
   };
@@ -40,6 +41,7 @@ class NcclProbe {
     void operator()(ring_buffer* r) const;
   };
   AgentStats& stats_;
+  LogLimiter log_limit_{50};
   std::unique_ptr<nccl_bpf, SkelDeleter> skel_;
   std::unique_ptr<ring_buffer, RingDeleter> ring_;
   std::unique_ptr<UprobeSet> uprobes_;

@@ -56,11 +56,17 @@ TcpProbe::TcpProbe(const std::string& btf_path, AgentStats& stats) : stats_(stat
   }
   stats_.add_attached("tcp", static_cast<int>(links_.size()));
   stats_.add_kernel_source("tcp", [this] { return read_probe_stats(skel_->maps.probe_stats); });
+  register_tables(stats_, "tcp", tables());
+}
+
+std::vector<const bpf_map*> TcpProbe::tables() const {
+  return {skel_->maps.owners, skel_->maps.peers, skel_->maps.procs, skel_->maps.unowned_retrans};
 }
 
 TcpProbe::~TcpProbe() {
   stats_.add_attached("tcp", -static_cast<int>(links_.size()));
   stats_.add_kernel_source("tcp", [] { return KernelCounters{}; });
+  register_tables(stats_, "tcp", tables(), true);
 }
 
 int TcpProbe::peers_fd() const { return bpf_map__fd(skel_->maps.peers); }

@@ -24,6 +24,7 @@ class TcpProbe {
   int procs_fd() const;
 
  private:
+  std::vector<const bpf_map*> tables() const;
   struct SkelDeleter {
     void operator()(tcp_bpf* s) const;
   };

@@ -1,11 +1,16 @@
 /* Workload for the agent's CUDA test: drives the driver API (the stand-in libcuda, or the real
  * one on a GPU machine) through allocations, VMM, an allocation that invalidates a stream
  * capture, graphs and injected failures, and prints what it did as JSON: the truth the agent's
- * metrics are compared with. Waits for a line on stdin before starting and before exiting. */
+ * metrics are compared with. Waits for a line on stdin before starting and before exiting.
+ *   cuda_workload              the full script above
+ *   cuda_workload quick N      N allocations of 1 KiB and their frees, then exit at once (churn)
+ *   cuda_workload burst N      after a stdin line, N failing cuMemAlloc_v2 calls as fast as
+ *                              possible (a burst of failure events); prints the time taken */
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_ALLOCS 128
@@ -88,7 +93,40 @@ static void print_counters(const char *name, const struct counter *c)
 	printf("}");
 }
 
-int main(void)
+static int quick(int n)
+{
+	CUdeviceptr p;
+	int ok = 0;
+
+	for (int i = 0; i < n; i++)
+		if (!cuMemAlloc(&p, 1024) && !cuMemFree(p))
+			ok++;
+	printf("pid=%d allocs=%d\n", getpid(), ok);
+	return ok == n ? 0 : 1;
+}
+
+static int burst(long n)
+{
+	struct timespec a, b;
+	CUdeviceptr p;
+	long failed = 0;
+
+	printf("ready pid=%d\n", getpid());
+	fflush(stdout);
+	wait_line();
+	setenv("VIGIL_FAKE_CUDA_FAIL", "cuMemAlloc_v2=2", 1);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	for (long i = 0; i < n; i++)
+		if (cuMemAlloc(&p, 1 << 20) == CUDA_ERROR_OUT_OF_MEMORY)
+			failed++;
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	printf("failed=%ld seconds=%.3f\n", failed, (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9);
+	fflush(stdout);
+	wait_line();
+	return 0;
+}
+
+int main(int argc, char **argv)
 {
 	CUdeviceptr small[30], big[8], p, async_p, va;
 	CUstream stream = (CUstream)0x5157;
@@ -99,6 +137,12 @@ int main(void)
 	CUgraphExec exec = NULL, exec2 = NULL, none = NULL;
 	size_t pitch = 0, sz;
 
+	if (argc == 3 && !strcmp(argv[1], "quick"))
+		return quick(atoi(argv[2]));
+	if (argc == 3 && !strcmp(argv[1], "burst"))
+		return burst(atol(argv[2]));
+	if (argc != 1)
+		return 2;
 	printf("ready pid=%d\n", getpid());
 	fflush(stdout);
 	wait_line();

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from harness import Agent, fail, require_root, select, total
+from harness import Agent, fail, promtool_check, require_root, select, total
 
 GRACE_S = 1
 
@@ -50,6 +50,7 @@ def main():
         pid = truth['pid']
         time.sleep(0.5)
         s = agent.scrape()
+        promtool_check(agent)
 
         sizes = truth['sizes']
         small = sum(1 for x in sizes if x <= 4096)

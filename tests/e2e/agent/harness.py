@@ -77,7 +77,23 @@ class Agent:
         self.log.seek(0)
         return self.log.read().decode(errors='replace')
 
+    def held_bpf_ids(self):
+        """Program and link ids the agent holds, from its fd table (bpftool 7.1 lacks the pid view)."""
+        ids = {'prog_id': set(), 'link_id': set()}
+        fdinfo = '/proc/%d/fdinfo' % self.proc.pid
+        for fd in os.listdir(fdinfo):
+            try:
+                with open(os.path.join(fdinfo, fd)) as f:
+                    for line in f:
+                        key, _, value = line.partition(':')
+                        if key in ids:
+                            ids[key].add(int(value))
+            except OSError:
+                pass
+        return ids
+
     def stop(self):
+        held = self.held_bpf_ids() if self.proc.poll() is None else None
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -88,6 +104,10 @@ class Agent:
         os.unlink(self.cfg.name)
         if self.proc.returncode != 0:
             fail("agent exited %d after SIGTERM: %s" % (self.proc.returncode, self.log_text()))
+        for kind, cmd in (('prog_id', 'prog'), ('link_id', 'link')):
+            for i in sorted((held or {}).get(kind, ())):
+                if sh('bpftool', cmd, 'show', 'id', str(i), check=False).returncode == 0:
+                    fail("%s %d still in the kernel after the agent exited" % (cmd, i))
 
     def __enter__(self):
         return self
@@ -98,3 +118,15 @@ class Agent:
 
 def sh(*args, check=True, **kw):
     return subprocess.run(args, check=check, capture_output=True, text=True, **kw)
+
+
+def promtool_check(agent):
+    """`promtool check metrics` on a live scrape: format and naming conventions."""
+    text = agent.get('/metrics')
+    try:
+        r = subprocess.run(['promtool', 'check', 'metrics'], input=text, capture_output=True, text=True)
+    except FileNotFoundError:
+        fail("promtool not installed (Debian package prometheus)")
+    if r.returncode != 0:
+        fail("promtool check metrics: %s%s" % (r.stdout, r.stderr))
+    print("promtool check metrics: ok (%d lines)" % len(text.splitlines()))

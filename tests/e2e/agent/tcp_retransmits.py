@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from harness import Agent, fail, require_root, select, sh, total
+from harness import Agent, fail, promtool_check, require_root, select, sh, total
 
 LOSS_PERCENT = 5
 BYTES = 20 * 1024 * 1024
@@ -144,6 +144,7 @@ def main():
         check_transfer(agent, nets, bulk, sender_listens=False)
         check_transfer(agent, nets, bulk, sender_listens=True)
         check_blackhole(agent, nets, bulk)
+        promtool_check(agent)
     print("ok")
 
 

@@ -1,0 +1,333 @@
+#!/usr/bin/env python3
+"""vigil-worker serve end to end: the real binary and model over loopback, driven by a standard-
+library client. Covers streaming and not, 32 concurrent requests equal to the same requests run
+alone (greedy), every error status the API promises, cancellation by disconnect (KV blocks come
+back), config errors, and SIGTERM draining (finish in-flight work, exit 0; cut it after the grace).
+
+usage: serve_e2e.py VIGIL_WORKER MODEL
+"""
+import concurrent.futures
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+BINARY, MODEL = sys.argv[1], sys.argv[2]
+TMP = tempfile.mkdtemp(prefix="vigil-serve-e2e-")
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+class Server:
+    """A `vigil-worker serve` process on a free port; its stderr is collected in the background."""
+
+    def __init__(self, name, config=None, extra=()):
+        args = [BINARY, "serve", "-m", MODEL, "--port", "0", *extra]
+        if config is not None:
+            path = os.path.join(TMP, name + ".yaml")
+            with open(path, "w") as f:
+                f.write(config)
+            args += ["--config", path]
+        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+        self.log = []
+        self.port = None
+        for line in self.proc.stderr:
+            self.log.append(line)
+            m = re.search(r"on http://[^ ]+:(\d+) ", line)
+            if m:
+                self.port = int(m.group(1))
+                break
+        if self.port is None:
+            raise RuntimeError(f"{name}: server did not start: {''.join(self.log)}")
+        threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=60)
+
+
+def call(port, method, path, body=None, headers=None, timeout=120):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    data = json.dumps(body) if isinstance(body, (dict, list)) else body
+    conn.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
+    resp = conn.getresponse()
+    raw = resp.read()
+    conn.close()
+    return resp.status, {k.lower(): v for k, v in resp.getheaders()}, raw
+
+
+def sse(raw):
+    """The JSON events of an SSE body; asserts the stream ends with [DONE]."""
+    events, done = [], False
+    for block in raw.decode().split("\n\n"):
+        if not block:
+            continue
+        assert block.startswith("data: "), block
+        data = block[6:]
+        if data == "[DONE]":
+            done = True
+        else:
+            assert not done, "event after [DONE]"
+            events.append(json.loads(data))
+    assert done, "stream did not end with [DONE]"
+    return events
+
+
+def complete(port, body):
+    """Text, finish reason and usage of a completion, streamed or not (the shapes differ)."""
+    status, headers, raw = call(port, "POST", "/v1/chat/completions" if "messages" in body else "/v1/completions", body)
+    assert status == 200, (status, raw)
+    chat = "messages" in body
+    if not body.get("stream"):
+        j = json.loads(raw)
+        c = j["choices"][0]
+        return (c["message"]["content"] if chat else c["text"]), c["finish_reason"], j["usage"]
+    assert headers["content-type"] == "text/event-stream"
+    text, finish, usage = "", None, None
+    for e in sse(raw):
+        if e.get("usage"):
+            usage = e["usage"]
+        for c in e["choices"]:
+            text += (c["delta"].get("content") or "") if chat else c["text"]
+            finish = c["finish_reason"] or finish
+    return text, finish, usage
+
+
+def metric(port, name):
+    _, _, raw = call(port, "GET", "/metrics")
+    for line in raw.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def wait_for(what, f, limit=30.0):
+    end = time.time() + limit
+    while time.time() < end:
+        if f():
+            return True
+        time.sleep(0.02)
+    check(False, "timed out waiting for " + what)
+    return False
+
+
+def open_stream(port, body):
+    """Starts a streamed completion on a raw socket; returns it after the response head."""
+    s = socket.create_connection(("127.0.0.1", port))
+    data = json.dumps(body).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+              b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = s.recv(4096)
+        assert chunk, "closed before the response head"
+        head += chunk
+    return s, head
+
+
+PROMPTS = [
+    "The capital of France is", "Once upon a time", "def fibonacci(n):", "The three primary colors are",
+    "Water boils at", "In 1969, humans", "The quick brown fox", "A haiku about the sea:",
+    "Photosynthesis is the process", "SELECT name FROM", "The largest planet in our solar system",
+    "To make a cup of tea,", "Rust and C++ differ in", "The derivative of x^2 is", "My favourite book is",
+    "Kubernetes is",
+]
+
+MAIN_CONFIG = """
+server:
+  max_body_bytes: 65536
+  drain_grace: 20s
+engine:
+  threads: 2
+  max_context: 512
+  kv_blocks: 256
+  max_running: 32
+  max_waiting: 64
+"""
+
+
+def test_main():
+    srv = Server("main", MAIN_CONFIG)
+    port = srv.port
+    try:
+        check(call(port, "GET", "/health")[0] == 200, "/health is 200")
+        check(call(port, "GET", "/ready")[0] == 200, "/ready is 200 once the model is loaded")
+        status, _, raw = call(port, "GET", "/v1/models")
+        check(status == 200 and json.loads(raw)["data"][0]["id"] == os.path.basename(MODEL),
+              "/v1/models lists the model under the file's base name")
+
+        # Streaming and not give the same greedy text and usage.
+        base = {"prompt": "The capital of France is", "max_tokens": 20, "temperature": 0, "ignore_eos": True}
+        plain = complete(port, base)
+        streamed = complete(port, {**base, "stream": True, "stream_options": {"include_usage": True}})
+        check(plain == streamed, f"streamed == non-streamed completion ({plain[0]!r})")
+        check(plain[1] == "length" and plain[2]["completion_tokens"] == 20 and plain[2]["prompt_tokens"] > 0,
+              "finish_reason length and usage counts")
+        chat = {"messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 24}
+        chat_plain, chat_stream = complete(port, chat), complete(port, {**chat, "stream": True})
+        check(chat_plain[:2] == chat_stream[:2] and "Paris" in chat_plain[0],
+              f"chat streamed == non-streamed ({chat_plain[0]!r})")
+        status, _, raw = call(port, "POST", "/v1/completions", {**base, "prompt": [504, 3458, 282, 4649, 314]})
+        check(status == 200 and json.loads(raw)["usage"]["prompt_tokens"] == 5, "token-id prompt")
+
+        # 32 concurrent requests (16 prompts, streamed and not) equal the same requests run alone.
+        bodies = [{"prompt": p, "max_tokens": 24, "temperature": 0, "ignore_eos": True} for p in PROMPTS]
+        t0 = time.time()
+        alone = [complete(port, b) for b in bodies]
+        t_alone = time.time() - t0
+        jobs = [b for b in bodies] + [{**b, "stream": True} for b in bodies]
+        t0 = time.time()
+        with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
+            together = list(pool.map(lambda b: complete(port, b), jobs))
+        t_together = time.time() - t0
+        same = [i for i in range(32) if together[i][:2] == alone[i % 16][:2]]
+        check(len(same) == 32, f"32 concurrent greedy outputs equal the same requests alone ({len(same)}/32)")
+        for i in range(32):
+            if i not in same:
+                print(f"     differs: {jobs[i]['prompt']!r}\n       alone:    {alone[i % 16][0]!r}\n"
+                      f"       together: {together[i][0]!r}")
+        tokens = 16 * 24
+        print(f"     measured: 16 requests one at a time {t_alone:.2f} s ({tokens / t_alone:.0f} tok/s); "
+              f"32 at once {t_together:.2f} s ({2 * tokens / t_together:.0f} tok/s)")
+
+        # Errors, in OpenAI's error object.
+        def error(method, path, body, status, param=None, code=None, headers=None):
+            st, hd, raw = call(port, method, path, body, headers)
+            try:
+                err = json.loads(raw)["error"]
+            except (ValueError, KeyError):
+                err = {}
+            ok = st == status and "message" in err and "type" in err
+            if param is not None:
+                ok = ok and err.get("param") == param
+            if code is not None:
+                ok = ok and err.get("code") == code
+            check(ok, f"{method} {path} -> {status} {param or ''} {code or ''} (got {st} {raw[:160]!r})")
+            return hd
+
+        error("POST", "/v1/completions", "{not json", 400, "body")
+        error("POST", "/v1/completions", {"prompt": "x", "max_tokens": "ten"}, 400, "max_tokens")
+        error("POST", "/v1/chat/completions", {"messages": "hi"}, 400, "messages")
+        error("POST", "/v1/completions", {"prompt": "x", "stop": [1]}, 400, "stop[0]")
+        error("POST", "/v1/completions", {"prompt": "hello", "max_tokens": 600}, 400, "max_tokens",
+              "context_length_exceeded")
+        error("POST", "/v1/completions", {"prompt": "x", "model": "no-such-model"}, 404, "model", "model_not_found")
+        error("POST", "/v1/completions", "x" * 70000, 413, code="request_too_large")
+        error("GET", "/v1/nope", None, 404)
+        hd = error("GET", "/v1/chat/completions", None, 405)
+        check(hd.get("allow") == "POST", "405 names the allowed method")
+
+        # A client that hangs up mid-stream: its request is cancelled and its KV blocks come back.
+        cancelled_before = metric(port, 'vigil_worker_request_success_total{finish_reason="cancelled"}')
+        s, head = open_stream(port, {"prompt": "Count to one thousand:", "max_tokens": 480, "ignore_eos": True,
+                                     "stream": True})
+        check(head.startswith(b"HTTP/1.1 200"), "stream started")
+        s.recv(4096)  # at least one chunk
+        wait_for("the request to hold KV blocks", lambda: metric(port, "vigil_worker_kv_cache_usage_ratio") > 0)
+        s.close()
+        wait_for("the cancelled request to leave the engine",
+                 lambda: metric(port, 'vigil_worker_request_success_total{finish_reason="cancelled"}')
+                 == cancelled_before + 1)
+        check(metric(port, "vigil_worker_requests_running") == 0, "nothing runs after the disconnect")
+        check(metric(port, "vigil_worker_kv_cache_usage_ratio") == 0, "its KV blocks are free again")
+        gen = metric(port, "vigil_worker_generation_tokens_total")
+        check(gen is not None and gen > 0, "generation tokens counted")
+
+        # The exposition passes promtool.
+        _, _, raw = call(port, "GET", "/metrics")
+        p = subprocess.run(["promtool", "check", "metrics"], input=raw, capture_output=True)
+        check(p.returncode == 0 and not p.stdout and not p.stderr,
+              f"promtool check metrics ({(p.stdout + p.stderr).decode()[:200]})")
+    finally:
+        rc = srv.stop()
+    check(rc == 0, f"main server exits 0 on SIGTERM (rc {rc})")
+
+
+def test_queue_full():
+    srv = Server("queue", "engine:\n  max_running: 1\n  max_waiting: 1\n")
+    try:
+        long = {"prompt": "Tell me a long story.", "max_tokens": 400, "ignore_eos": True, "stream": True}
+        first, _ = open_stream(srv.port, long)
+        first.recv(4096)
+        second, head = open_stream(srv.port, long)
+        check(head.startswith(b"HTTP/1.1 200"), "second request queued")
+        status, hd, raw = call(srv.port, "POST", "/v1/completions", {"prompt": "x"})
+        check(status == 429 and hd.get("retry-after") == "1" and json.loads(raw)["error"]["code"] == "queue_full",
+              f"queue full -> 429 with Retry-After (got {status} {raw[:120]!r})")
+        first.close()
+        second.close()
+        wait_for("both to be cancelled", lambda: metric(srv.port, "vigil_worker_requests_running") == 0
+                 and metric(srv.port, "vigil_worker_requests_waiting") == 0)
+    finally:
+        srv.stop()
+
+
+def test_drain():
+    srv = Server("drain", "server:\n  drain_grace: 30s\n")
+    s, _ = open_stream(srv.port, {"prompt": "List the planets:", "max_tokens": 64, "ignore_eos": True,
+                                  "stream": True})
+    s.recv(4096)
+    srv.proc.send_signal(signal.SIGTERM)
+    check(wait_for("/ready to turn 503", lambda: call(srv.port, "GET", "/ready")[0] == 503), "/ready is 503 at once")
+    status, _, raw = call(srv.port, "POST", "/v1/completions", {"prompt": "x"})
+    check(status == 503 and json.loads(raw)["error"]["code"] == "draining", "new requests refused while draining")
+    body = b""
+    s.settimeout(60)
+    while not body.endswith(b"0\r\n\r\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    check(b"data: [DONE]" in body and b'"finish_reason":"length"' in body,
+          "the in-flight stream finishes during the drain")
+    rc = srv.proc.wait(timeout=60)
+    check(rc == 0, f"drained server exits 0 (rc {rc})")
+
+    cut = Server("cut", "server:\n  drain_grace: 1s\n")
+    s, _ = open_stream(cut.port, {"prompt": "Write an essay:", "max_tokens": 2000, "ignore_eos": True,
+                                  "stream": True})
+    s.recv(4096)
+    t0 = time.time()
+    cut.proc.send_signal(signal.SIGTERM)
+    rc = cut.proc.wait(timeout=60)
+    check(rc == 0 and any("grace period over" in line for line in cut.log),
+          f"a request past the grace period is cut, exit 0 after {time.time() - t0:.1f} s (rc {rc})")
+
+
+def test_bad_config():
+    path = os.path.join(TMP, "bad.yaml")
+    with open(path, "w") as f:
+        f.write("server:\n  port: 8080\nengine:\n  policy: lifo\n")
+    p = subprocess.run([BINARY, "serve", "-m", MODEL, "--config", path], capture_output=True, text=True)
+    check(p.returncode == 2 and "line 4" in p.stderr and "engine.policy" in p.stderr,
+          f"bad config value -> exit 2 naming key and line ({p.stderr.strip()})")
+    with open(path, "w") as f:
+        f.write("server:\n  prot: 8080\n")
+    p = subprocess.run([BINARY, "serve", "-m", MODEL, "--config", path], capture_output=True, text=True)
+    check(p.returncode == 2 and "line 2" in p.stderr and "server.prot" in p.stderr,
+          f"unknown config key -> exit 2 ({p.stderr.strip()})")
+    p = subprocess.run([BINARY, "serve", "-m", MODEL, "--bogus"], capture_output=True, text=True)
+    check(p.returncode == 2, "unknown flag -> exit 2")
+
+
+if __name__ == "__main__":
+    t0 = time.time()
+    test_bad_config()
+    test_main()
+    test_queue_full()
+    test_drain()
+    print(f"{len(failures)} failures, {time.time() - t0:.1f} s")
+    sys.exit(1 if failures else 0)

@@ -1,0 +1,129 @@
+// `vigil-worker serve`: reads the config, applies flags over it, loads the model, and serves until
+// SIGTERM or SIGINT has drained the in-flight requests.
+#include "commands/serve.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/matmul.h"
+#include "model/llama_model.h"
+#include "model/vocab.h"
+#include "server/engine_backend.h"
+#include "server/http_server.h"
+#include "server/serve_config.h"
+#include "server/worker_metrics.h"
+#include "vigil/version.h"
+
+namespace vigil {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: vigil-worker serve -m MODEL [--host H] [--port P] [--config FILE]\n"
+    "\n"
+    "Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models), /health, /ready\n"
+    "and /metrics over HTTP/1.1. SIGTERM drains: /ready turns 503, new requests are refused, running\n"
+    "ones finish within server.drain_grace, then the process exits 0.\n"
+    "\n"
+    "  -m, --model FILE   GGUF model\n"
+    "  --host H           listen address (default 127.0.0.1; overrides server.host)\n"
+    "  --port P           listen port (default 8080; 0 picks a free one; overrides server.port)\n"
+    "  --config FILE      YAML config with every knob (see deploy/worker.example.yaml)\n";
+
+struct Options {
+  std::string model, config;
+  std::optional<std::string> host;
+  std::optional<int> port;
+};
+
+struct UsageError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw UsageError(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (a == "-m" || a == "--model") {
+      o.model = value();
+    } else if (a == "--host") {
+      o.host = value();
+    } else if (a == "--port") {
+      std::string v = value();
+      char* end = nullptr;
+      errno = 0;
+      long p = std::strtol(v.c_str(), &end, 10);
+      if (errno != 0 || end == v.c_str() || *end != '\0' || p < 0 || p > 65535)
+        throw UsageError("--port: expected 0-65535, got '" + v + "'");
+      o.port = static_cast<int>(p);
+    } else if (a == "--config") {
+      o.config = value();
+    } else {
+      throw UsageError("unknown option '" + a + "'");
+    }
+  }
+  if (o.model.empty()) throw UsageError("-m MODEL is required");
+  return o;
+}
+
+}  // namespace
+
+int serve_command(int argc, char** argv) {
+  Options o;
+  ServeConfig config;
+  try {
+    o = parse(argc, argv);
+    if (!o.config.empty()) config = load_serve_config(o.config);
+    if (o.host) config.server.host = *o.host;
+    if (o.port) config.server.port = *o.port;
+    check_serve_config(config);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "vigil-worker serve: %s (see vigil-worker serve --help)\n", e.what());
+    return 2;
+  } catch (const ServeConfigError& e) {
+    if (e.line() > 0)
+      std::fprintf(stderr, "vigil-worker serve: %s: line %d: %s: %s\n", o.config.c_str(), e.line(), e.key().c_str(),
+                   e.what());
+    else
+      std::fprintf(stderr, "vigil-worker serve: %s: %s\n", e.key().c_str(), e.what());
+    return 2;
+  }
+
+  auto model = LlamaModel::load(o.model);
+  if (config.engine.max_context > model->hparams().n_ctx_train) {
+    std::fprintf(stderr, "vigil-worker serve: engine.max_context: %d exceeds the model's context of %d\n",
+                 config.engine.max_context, model->hparams().n_ctx_train);
+    return 2;
+  }
+  Vocab vocab = Vocab::from_gguf(model->file());
+  const std::string name = config.server.model_name.empty()
+                               ? std::filesystem::path(o.model).filename().string()
+                               : config.server.model_name;
+  const std::string kernels(cpu_kernel_path());
+  WorkerMetrics metrics(name, VIGIL_VERSION, kernels);
+  EngineBackend backend(*model, vocab, config.engine);
+  HttpServer server(backend, metrics, config.server, name, true);
+  std::fprintf(stderr,
+               "vigil-worker: serving %s as '%s' on http://%s:%u (kernels %s, %d engine threads, policy %s, "
+               "context %d, %d KV blocks of %d)\n",
+               o.model.c_str(), name.c_str(), config.server.host.c_str(), server.port(), kernels.c_str(),
+               config.engine.threads, std::string(policy_name(config.engine.policy)).c_str(),
+               config.engine.max_context, config.engine.kv_blocks, config.engine.kv_block_size);
+  server.run();
+  backend.shutdown();  // before the server: engine events post to its I/O context
+  return 0;
+}
+
+}  // namespace vigil

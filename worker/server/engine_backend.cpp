@@ -1,0 +1,28 @@
+// Adapts the engine to the HTTP layer. Prompts are tokenized here, on the I/O thread that parsed
+// the request, so the engine thread only ever sees token ids.
+#include "server/engine_backend.h"
+
+#include <stdexcept>
+
+#include "model/chat_template.h"
+
+namespace vigil {
+
+EngineBackend::EngineBackend(const LlamaModel& model, const Vocab& vocab, const EngineConfig& config)
+    : vocab_(vocab), config_(config), engine_(std::make_unique<Engine>(model, vocab, config)) {}
+
+std::vector<int32_t> EngineBackend::tokenize(std::string_view text) const { return vocab_.encode(text, false); }
+
+std::vector<int32_t> EngineBackend::tokenize_chat(const std::vector<ChatTurn>& messages) const {
+  std::vector<ChatMessage> chat;
+  chat.reserve(messages.size());
+  for (const auto& m : messages) chat.push_back({m.role, m.content});
+  return vocab_.encode(apply_chat_template(chat, true), true);
+}
+
+SubmitResult EngineBackend::submit(RequestParams params, EventSink sink) {
+  if (!engine_) throw std::runtime_error("the engine has stopped");
+  return engine_->submit(std::move(params), std::move(sink));
+}
+
+}  // namespace vigil

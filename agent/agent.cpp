@@ -12,6 +12,7 @@
 #include <prometheus/text_serializer.h>
 
 #include "collectors/agent_stats.h"
+#include "collectors/allocator_collector.h"
 #include "collectors/cuda_graph_collector.h"
 #include "collectors/gpu_memory_collector.h"
 #include "collectors/nccl_collector.h"
@@ -23,6 +24,7 @@
 #include "probes/cuda_probe.h"
 #include "probes/nccl_probe.h"
 #include "probes/tcp_probe.h"
+#include "probes/usdt_probe.h"
 
 namespace vigil::agent {
 namespace {
@@ -86,6 +88,21 @@ class Agent {
         stats_.set_enabled("nccl", false, "load_failed");
       }
     }
+    if (!cfg_.probes.usdt) {
+      stats_.set_enabled("usdt", false, "disabled_by_config");
+    } else {
+      try {
+        usdt_ = std::make_unique<UsdtProbe>(cfg_.kernel_btf, stats_);
+        allocators_ = std::make_shared<AllocatorCollector>(usdt_->allocators_fd(), usdt_->blocks_fd(),
+                                                           cuda_ ? cuda_->procs_fd() : -1, processes_);
+        collectors_.push_back({"allocator", allocators_});
+        stats_.set_enabled("usdt", true, "");
+        for (const auto& path : cfg_.libraries.usdt) usdt_->attach(path);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "vigil-agent: usdt probes disabled: %s\n", e.what());
+        stats_.set_enabled("usdt", false, "load_failed");
+      }
+    }
     collectors_.push_back({"self", std::make_shared<SelfCollector>(stats_)});
     stats_.add_table_source("agent", "process_labels", [this] { return processes_.size(); });
   }
@@ -108,15 +125,17 @@ class Agent {
 
   void housekeeping() {
     processes_.sweep();
-    if (cfg_.libraries.discover && (cuda_ || nccl_)) {
+    if (cfg_.libraries.discover && (cuda_ || nccl_ || usdt_)) {
       for (const auto& hit : scan_libraries("/proc")) {
         if (hit.kind == LibraryKind::kCuda && cuda_) cuda_->attach(hit.open_path, hit.dev, hit.inode);
         if (hit.kind == LibraryKind::kNccl && nccl_) nccl_->attach(hit.open_path, hit.dev, hit.inode);
+        if (hit.kind == LibraryKind::kUsdt && usdt_) usdt_->attach(hit.open_path, hit.dev, hit.inode);
       }
     }
     if (tcp_collector_) tcp_collector_->expire();
     if (gpu_memory_) gpu_memory_->sample();
     if (nccl_collector_) nccl_collector_->expire();
+    if (allocators_) allocators_->expire();
     ready_ = true;
   }
 
@@ -144,6 +163,8 @@ class Agent {
   std::shared_ptr<GpuMemoryCollector> gpu_memory_;
   std::unique_ptr<NcclProbe> nccl_;
   std::shared_ptr<NcclCollector> nccl_collector_;
+  std::unique_ptr<UsdtProbe> usdt_;
+  std::shared_ptr<AllocatorCollector> allocators_;
   std::vector<NamedCollector> collectors_;
   std::atomic<bool> ready_{false};
 };

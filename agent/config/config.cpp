@@ -142,6 +142,7 @@ Config parse_config(const std::string& yaml_text) {
              {"tcp", [&](const std::string& kk, const YAML::Node& vv) { cfg.probes.tcp = boolean(kk, vv); }},
              {"cuda", [&](const std::string& kk, const YAML::Node& vv) { cfg.probes.cuda = boolean(kk, vv); }},
              {"nccl", [&](const std::string& kk, const YAML::Node& vv) { cfg.probes.nccl = boolean(kk, vv); }},
+             {"usdt", [&](const std::string& kk, const YAML::Node& vv) { cfg.probes.usdt = boolean(kk, vv); }},
          });
        }},
       {"libraries", [&](const std::string& k, const YAML::Node& v) {
@@ -149,6 +150,7 @@ Config parse_config(const std::string& yaml_text) {
              {"discover", [&](const std::string& kk, const YAML::Node& vv) { cfg.libraries.discover = boolean(kk, vv); }},
              {"cuda", [&](const std::string& kk, const YAML::Node& vv) { cfg.libraries.cuda = paths(kk, vv); }},
              {"nccl", [&](const std::string& kk, const YAML::Node& vv) { cfg.libraries.nccl = paths(kk, vv); }},
+             {"usdt", [&](const std::string& kk, const YAML::Node& vv) { cfg.libraries.usdt = paths(kk, vv); }},
          });
        }},
       {"windows", [&](const std::string& k, const YAML::Node& v) {

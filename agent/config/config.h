@@ -15,12 +15,14 @@ struct ProbeSets {
   bool tcp = true;
   bool cuda = true;
   bool nccl = true;
+  bool usdt = true;
 };
 
 struct LibrarySearch {
   bool discover = true;             // scan /proc/*/maps for the libraries below
   std::vector<std::string> cuda;    // extra libcuda.so.1 paths attached at start
   std::vector<std::string> nccl;    // extra libnccl.so.2 paths attached at start
+  std::vector<std::string> usdt;    // extra binaries/libraries with pytorch:* or vigil:* USDT probes
 };
 
 struct Config {

@@ -20,13 +20,21 @@ bool kind_of(const std::string& path, LibraryKind& kind) {
   std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
   if (base.rfind("libcuda.so", 0) == 0) { kind = LibraryKind::kCuda; return true; }
   if (base.rfind("libnccl.so", 0) == 0) { kind = LibraryKind::kNccl; return true; }
+  for (const char* usdt : {"libc10_cuda.so", "libc10.so", "libtorch_cuda.so", "vigil-worker"}) {
+    if (base.rfind(usdt, 0) == 0) { kind = LibraryKind::kUsdt; return true; }
+  }
   return false;
 }
 
 }  // namespace
 
 const char* library_kind_name(LibraryKind kind) {
-  return kind == LibraryKind::kCuda ? "cuda" : "nccl";
+  switch (kind) {
+    case LibraryKind::kCuda: return "cuda";
+    case LibraryKind::kNccl: return "nccl";
+    case LibraryKind::kUsdt: return "usdt";
+  }
+  return "unknown";
 }
 
 std::vector<MapsEntry> parse_maps(const std::string& maps_text) {

@@ -1,4 +1,4 @@
-// Finds the libraries the agent probes (libcuda, libnccl) in the memory maps of running processes.
+// Finds the files the agent probes (libcuda, libnccl, USDT carriers) in the maps of running processes.
 #pragma once
 
 #include <sys/types.h>
@@ -9,7 +9,8 @@
 
 namespace vigil::agent {
 
-enum class LibraryKind { kCuda, kNccl };
+// kUsdt: files that may carry allocator USDT probes (PyTorch's libc10/libtorch_cuda, vigil-worker).
+enum class LibraryKind { kCuda, kNccl, kUsdt };
 const char* library_kind_name(LibraryKind kind);
 
 // One executable mapping of a library we probe, as /proc/PID/maps shows it.

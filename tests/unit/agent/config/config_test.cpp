@@ -19,11 +19,12 @@ TEST(Config, EveryKnob) {
 kernel_btf: /tmp/vmlinux
 poll_interval: 250ms
 grace_period: 2m
-probes: {tcp: false, cuda: true, nccl: off}
+probes: {tcp: false, cuda: true, nccl: off, usdt: no}
 libraries:
   discover: false
   cuda: [/opt/a/libcuda.so.1]
   nccl: [/opt/b/libnccl.so.2]
+  usdt: [/opt/c/libc10_cuda.so]
 windows: {fragmentation: 30s}
 tcp: {top_peers: 3}
 )");
@@ -34,6 +35,8 @@ tcp: {top_peers: 3}
   EXPECT_EQ(c.grace_period, std::chrono::minutes(2));
   EXPECT_FALSE(c.probes.tcp);
   EXPECT_FALSE(c.probes.nccl);
+  EXPECT_FALSE(c.probes.usdt);
+  ASSERT_EQ(c.libraries.usdt.size(), 1u);
   EXPECT_FALSE(c.libraries.discover);
   ASSERT_EQ(c.libraries.cuda.size(), 1u);
   EXPECT_EQ(c.libraries.nccl[0], "/opt/b/libnccl.so.2");

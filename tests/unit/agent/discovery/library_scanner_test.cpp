@@ -22,6 +22,16 @@ TEST(LibraryScanner, KeepsExecutableProbedLibraries) {
   EXPECT_TRUE(entries[1].deleted);
 }
 
+TEST(LibraryScanner, UsdtCarriers) {
+  auto entries = parse_maps(
+      "1000-2000 r-xp 00000000 08:01 5 /venv/torch/lib/libc10_cuda.so\n"
+      "2000-3000 r-xp 00000000 08:01 6 /usr/local/bin/vigil-worker\n"
+      "3000-4000 r-xp 00000000 08:01 7 /usr/bin/python3.11\n");
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].kind, LibraryKind::kUsdt);
+  EXPECT_EQ(entries[1].kind, LibraryKind::kUsdt);
+}
+
 TEST(LibraryScanner, PathsWithSpaces) {
   auto entries = parse_maps("1000-2000 r-xp 00000000 08:01 5 /opt/my dir/libcuda.so.1\n");
   ASSERT_EQ(entries.size(), 1u);

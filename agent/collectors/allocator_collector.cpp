@@ -1,0 +1,82 @@
+// Allocator collector. Two measures that mean what they say, next to the source document's ratio:
+//   cached slack            (reserved - allocated) / reserved: memory the cache holds but no
+//                           tensor uses;
+//   external fragmentation  1 - largest free block / free bytes inside reserved memory: how
+//                           scattered that free memory is (only allocators that report their
+//                           largest free block, i.e. vigil:alloc_snapshot).
+// Reserved comes from the allocator's own snapshot, or for PyTorch from the driver probes of the
+// same process (its segments are cuMemAlloc'd or VMM-mapped).
+#include "collectors/allocator_collector.h"
+
+#include <bpf/bpf.h>
+#include <linux/types.h>
+
+#include <cstring>
+#include <set>
+
+#include "cuda.h"
+#include "export/metric_builder.h"
+#include "probes/bpf_util.h"
+#include "usdt.h"
+
+namespace vigil::agent {
+
+using prometheus::MetricType;
+
+void AllocatorCollector::expire() const {
+  std::set<uint32_t> dead;
+  for (const auto& k : map_keys<usdt_alloc_key>(allocators_fd_))
+    if (dead.count(k.tgid) || processes_.expired(k.tgid)) {
+      dead.insert(k.tgid);
+      bpf_map_delete_elem(allocators_fd_, &k);
+    }
+  if (dead.empty()) return;
+  struct BlockKey {
+    __u32 tgid, allocator;
+    __u64 ptr;
+  };
+  for (const auto& k : map_keys<BlockKey>(blocks_fd_))
+    if (dead.count(k.tgid)) bpf_map_delete_elem(blocks_fd_, &k);
+}
+
+std::vector<prometheus::MetricFamily> AllocatorCollector::Collect() const {
+  auto allocated = make_family("gpu_memory_allocator_allocated_bytes",
+                               "Bytes of blocks the caching allocator has handed out and not taken back.", MetricType::Gauge);
+  auto reserved = make_family("gpu_memory_allocator_reserved_bytes",
+                              "Bytes the caching allocator holds from the driver.", MetricType::Gauge);
+  auto mallocs = make_family("gpu_memory_allocator_block_allocations_total", "Blocks handed out.", MetricType::Counter);
+  auto frees = make_family("gpu_memory_allocator_block_frees_total", "Blocks given back.", MetricType::Counter);
+  auto slack = make_family("gpu_memory_cached_slack_ratio", "(reserved - allocated) / reserved of the caching allocator.",
+                           MetricType::Gauge);
+  auto external = make_family("gpu_memory_external_fragmentation_ratio",
+                              "1 - largest free block / free bytes inside the allocator's reserved memory.", MetricType::Gauge);
+  for (const auto& k : map_keys<usdt_alloc_key>(allocators_fd_)) {
+    usdt_alloc_state s{};
+    if (bpf_map_lookup_elem(allocators_fd_, &k, &s) != 0) continue;
+    ProcessLabels p = processes_.labels(k.tgid);
+    LabelList l = {{"pid", std::to_string(k.tgid)},
+                   {"comm", p.comm.empty() ? std::string(s.comm, strnlen(s.comm, sizeof s.comm)) : p.comm},
+                   {"container_id", p.identity.container_id},
+                   {"pod_uid", p.identity.pod_uid},
+                   {"allocator", k.allocator == USDT_ALLOC_PYTORCH ? "pytorch" : "vigil"}};
+    add_sample(mallocs, l, static_cast<double>(s.mallocs));
+    add_sample(frees, l, static_cast<double>(s.frees));
+    // The allocator's own account wins over our pairing of alloc/free (it saw every block).
+    uint64_t used = s.snapshots ? s.snapshot_allocated_bytes : s.allocated_bytes;
+    add_sample(allocated, l, static_cast<double>(used));
+    uint64_t held = s.reserved_bytes;
+    if (!s.snapshots && cuda_procs_fd_ >= 0) {
+      cuda_proc c{};
+      __u32 pid = k.tgid;
+      if (bpf_map_lookup_elem(cuda_procs_fd_, &pid, &c) == 0) held = c.live_bytes + c.vmm_mapped_bytes;
+    }
+    if (held == 0) continue;
+    add_sample(reserved, l, static_cast<double>(held));
+    add_sample(slack, l, held > used ? static_cast<double>(held - used) / static_cast<double>(held) : 0.0);
+    if (s.snapshots && held > used)
+      add_sample(external, l, 1.0 - static_cast<double>(s.largest_free_block_bytes) / static_cast<double>(held - used));
+  }
+  return {allocated, reserved, mallocs, frees, slack, external};
+}
+
+}  // namespace vigil::agent

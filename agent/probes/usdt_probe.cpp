@@ -1,0 +1,92 @@
+// Loads usdt.bpf.c. A file is tried for every provider; a provider none of whose probes the file
+// has is simply not there (libtorch has no vigil:*), while a provider with only some of its
+// probes counts the missing ones as attach failures ("usdt_missing").
+#include "probes/usdt_probe.h"
+
+#include <linux/types.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+
+#include "usdt.h"
+#include "usdt.skel.h"
+
+namespace vigil::agent {
+
+void UsdtProbe::SkelDeleter::operator()(usdt_bpf* s) const { usdt_bpf__destroy(s); }
+
+UsdtProbe::UsdtProbe(const std::string& btf_path, AgentStats& stats) : stats_(stats) {
+  LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
+  skel_.reset(usdt_bpf__open_opts(&opts));
+  if (!skel_) throw std::runtime_error("open usdt.bpf.o: " + errno_reason(errno));
+  if (int err = usdt_bpf__load(skel_.get()))
+    throw std::runtime_error("load usdt.bpf.o: " + errno_reason(err));
+  stats_.add_kernel_source("usdt", [this] { return read_probe_stats(skel_->maps.probe_stats); });
+  register_tables(stats_, "usdt", {skel_->maps.allocators, skel_->maps.blocks});
+}
+
+UsdtProbe::~UsdtProbe() {
+  stats_.add_kernel_source("usdt", [] { return KernelCounters{}; });
+  register_tables(stats_, "usdt", {skel_->maps.allocators, skel_->maps.blocks}, true);
+  stats_.add_attached("usdt", -static_cast<int>(links_.size()));
+  links_.clear();
+}
+
+int UsdtProbe::attach(const std::string& path, dev_t dev, ino_t inode) {
+  if (!done_.insert({dev, inode}).second) return 0;
+  struct Probe {
+    bpf_program* prog;
+    const char* provider;
+    const char* name;
+  };
+  const Probe probes[] = {
+      {skel_->progs.pytorch_malloc, "pytorch", "malloc"},
+      {skel_->progs.pytorch_free, "pytorch", "free"},
+      {skel_->progs.vigil_block_alloc, "vigil", "alloc_block_alloc"},
+      {skel_->progs.vigil_block_free, "vigil", "alloc_block_free"},
+      {skel_->progs.vigil_alloc_snapshot, "vigil", "alloc_snapshot"},
+  };
+  std::map<std::string, std::pair<int, int>> by_provider;  // attached, missing
+  int n = 0;
+  for (const auto& p : probes) {
+    Link link(bpf_program__attach_usdt(p.prog, -1, path.c_str(), p.provider, p.name, nullptr));
+    if (!link) {
+      int err = errno;
+      if (err == ENOENT) {
+        ++by_provider[p.provider].second;
+      } else {
+        stats_.attach_failure("usdt", errno_reason(err));
+        std::fprintf(stderr, "vigil-agent: usdt: cannot attach %s:%s in %s: %s\n", p.provider, p.name,
+                     path.c_str(), errno_reason(err).c_str());
+      }
+      continue;
+    }
+    ++by_provider[p.provider].first;
+    links_.push_back(std::move(link));
+    ++n;
+  }
+  for (const auto& [provider, counts] : by_provider)
+    if (counts.first > 0)
+      for (int i = 0; i < counts.second; ++i) stats_.attach_failure("usdt", "usdt_missing");
+  stats_.add_attached("usdt", n);
+  if (n > 0) std::fprintf(stderr, "vigil-agent: usdt: %d probes attached in %s\n", n, path.c_str());
+  return n;
+}
+
+int UsdtProbe::attach(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    stats_.attach_failure("usdt", "library_missing");
+    std::fprintf(stderr, "vigil-agent: usdt: %s not found\n", path.c_str());
+    return 0;
+  }
+  return attach(path, st.st_dev, st.st_ino);
+}
+
+int UsdtProbe::allocators_fd() const { return bpf_map__fd(skel_->maps.allocators); }
+int UsdtProbe::blocks_fd() const { return bpf_map__fd(skel_->maps.blocks); }
+
+}  // namespace vigil::agent

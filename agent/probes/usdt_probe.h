@@ -1,0 +1,44 @@
+// Loads usdt.bpf.c and attaches the caching-allocator USDT probes (PyTorch's pytorch:*, the
+// worker's vigil:*) in each distinct binary or library the agent finds them in.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "collectors/agent_stats.h"
+#include "probes/bpf_util.h"
+
+struct usdt_bpf;
+
+namespace vigil::agent {
+
+class UsdtProbe {
+ public:
+  UsdtProbe(const std::string& btf_path, AgentStats& stats);  // throws std::runtime_error
+  ~UsdtProbe();
+  UsdtProbe(const UsdtProbe&) = delete;
+  UsdtProbe& operator=(const UsdtProbe&) = delete;
+
+  // Attaches every known probe found in the file (once per device + inode); returns links made.
+  int attach(const std::string& path, dev_t dev, ino_t inode);
+  int attach(const std::string& path);
+
+  int allocators_fd() const;
+  int blocks_fd() const;
+
+ private:
+  struct SkelDeleter {
+    void operator()(usdt_bpf* s) const;
+  };
+  AgentStats& stats_;
+  std::unique_ptr<usdt_bpf, SkelDeleter> skel_;
+  std::set<std::pair<dev_t, ino_t>> done_;
+  std::vector<Link> links_;
+};
+
+}  // namespace vigil::agent

@@ -10,20 +10,17 @@ namespace {
 
 constexpr uint32_t kJobClosed = 0xffffffffu;
 
-// How long an idle thread spins before it sleeps on a condition variable. Decode issues a
-// parallel_for every few microseconds within a token and the gap between tokens is well under
-// this, so a busy worker never pays a futex wake-up; an idle pool stops burning CPU after it.
-constexpr auto kSpinBeforeSleep = std::chrono::microseconds(300);
 // Spin iterations between clock reads (each iteration is one pause, tens of cycles).
 constexpr int kSpinsPerClockRead = 64;
 
 uint32_t generation_of(uint64_t job) { return static_cast<uint32_t>(job >> 32); }
 uint32_t index_of(uint64_t job) { return static_cast<uint32_t>(job); }
 
-// Calls poll() with pauses in between until it returns true or the spin budget is spent.
+// Calls poll() with pauses in between until it returns true or the spin budget is spent (at least
+// one round, so a zero budget still catches work that is already there).
 template <typename Poll>
-bool spin_until(Poll&& poll) {
-  const auto deadline = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+bool spin_until(std::chrono::microseconds budget, Poll&& poll) {
+  const auto deadline = std::chrono::steady_clock::now() + budget;
   for (;;) {
     for (int i = 0; i < kSpinsPerClockRead; ++i) {
       if (poll()) return true;
@@ -35,7 +32,10 @@ bool spin_until(Poll&& poll) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+ThreadPool::ThreadPool(int n_threads) : ThreadPool(n_threads, kDefaultSpin) {}
+
+ThreadPool::ThreadPool(int n_threads, std::chrono::microseconds spin_before_sleep)
+    : n_threads_(n_threads < 1 ? 1 : n_threads), spin_before_sleep_(spin_before_sleep) {
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
 }
@@ -97,7 +97,7 @@ void ThreadPool::drain(int thread, uint32_t generation) {
 
 void ThreadPool::wait_until_done(int n_tasks) {
   auto all_done = [&] { return tasks_done_.load(std::memory_order_acquire) == n_tasks; };
-  if (spin_until(all_done)) return;
+  if (spin_until(spin_before_sleep_, all_done)) return;
   std::unique_lock<std::mutex> lock(mu_);
   caller_sleeping_.store(true);  // seq_cst: a worker finishing now either sees it or we see its count
   done_.wait(lock, [&] { return tasks_done_.load() == n_tasks; });
@@ -112,7 +112,7 @@ bool ThreadPool::wait_for_job(uint32_t seen_generation, uint32_t* generation) {
     return true;
   };
   for (;;) {
-    if (spin_until([&] { return stop_.load(std::memory_order_relaxed) || job_open(); })) {
+    if (spin_until(spin_before_sleep_, [&] { return stop_.load(std::memory_order_relaxed) || job_open(); })) {
       return !stop_.load();
     }
     std::unique_lock<std::mutex> lock(mu_);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -15,6 +16,11 @@ class ThreadPool {
  public:
   // n_threads counts the calling thread, which always takes part in parallel_for.
   explicit ThreadPool(int n_threads);
+  // spin_before_sleep: how long an idle thread polls for work before it blocks. Polling spares
+  // the futex wake-up between the hundreds of parallel_for calls of a decode step; on a machine
+  // whose cores are shared with other busy processes, a short spin (or 0) wastes less.
+  ThreadPool(int n_threads, std::chrono::microseconds spin_before_sleep);
+  static constexpr std::chrono::microseconds kDefaultSpin{100};
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -45,6 +51,7 @@ class ThreadPool {
   void wait_until_done(int n_tasks);
 
   int n_threads_;
+  std::chrono::microseconds spin_before_sleep_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable wake_;  // workers that stopped spinning wait here for a job

@@ -36,21 +36,21 @@ TEST(ThreadPool, EveryTaskExactlyOnceForOneAndManyThreads) {
 }
 
 TEST(ThreadPool, ManyBackToBackCallsStayCorrect) {
-  ThreadPool pool(3);
-  std::atomic<long> total{0};
-  for (int call = 0; call < 5000; ++call) {
-    pool.parallel_for(1 + call % 9, [&](int task, int) { total.fetch_add(task + 1); });
+  for (auto spin : {std::chrono::microseconds(0), ThreadPool::kDefaultSpin}) {
+    ThreadPool pool(3, spin);
+    std::atomic<long> total{0};
+    long expected = 0;
+    for (int call = 0; call < 5000; ++call) {
+      const int n = 1 + call % 9;
+      pool.parallel_for(n, [&](int task, int) { total.fetch_add(task + 1); });
+      expected += n * (n + 1) / 2;
+    }
+    EXPECT_EQ(total.load(), expected) << "spin " << spin.count() << " us";
   }
-  long expected = 0;
-  for (int call = 0; call < 5000; ++call) {
-    const int n = 1 + call % 9;
-    expected += n * (n + 1) / 2;
-  }
-  EXPECT_EQ(total.load(), expected);
 }
 
 TEST(ThreadPool, WorkersThatFellAsleepWakeForTheNextJob) {
-  ThreadPool pool(2);
+  ThreadPool pool(2, std::chrono::microseconds(50));
   for (int round = 0; round < 3; ++round) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // past the spin budget
     expect_each_task_once(pool, 50);

@@ -3,6 +3,8 @@
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 
@@ -116,8 +118,99 @@ void BM_GgmlVecDot(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The cost of one parallel_for hand-off with `gap_us` of single-threaded work before each call
+// (decode alternates parallel matmuls with serial attention, norms and sampling).
+void BM_ParallelForHandoff(benchmark::State& state) {
+  ThreadPool& pool = pool_of(2);
+  const auto gap = std::chrono::microseconds(state.range(0));
+  std::atomic<int> sink{0};
+  for (auto _ : state) {
+    const auto until = std::chrono::steady_clock::now() + gap;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    const auto start = std::chrono::steady_clock::now();
+    pool.parallel_for(2, [&](int task, int) { sink.fetch_add(task); });
+    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  benchmark::DoNotOptimize(sink.load());
+}
+BENCHMARK(BM_ParallelForHandoff)->ArgNames({"gap_us"})->Arg(0)->Arg(20)->Arg(100)->Arg(1000)->UseManualTime();
+
 constexpr int64_t kQ4_1 = static_cast<int64_t>(GgmlType::Q4_1);
 constexpr int64_t kQ8_0 = static_cast<int64_t>(GgmlType::Q8_0);
+
+// Every matrix of one SmolLM2-135M decode step (30 layers of q, k, v, o, gate, up, down in Q4_1,
+// then the 49152×576 Q8_0 output head): ~113 MB, far beyond the caches, so this measures what a
+// token costs when weights stream from memory.
+struct ModelWeights {
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<WeightView> views;
+  size_t bytes = 0;
+};
+const ModelWeights& model_weights() {
+  static const ModelWeights m = [] {
+    ModelWeights w;
+    const int64_t shapes[7][2] = {{576, 576}, {192, 576}, {192, 576}, {576, 576}, {1536, 576}, {1536, 576}, {576, 1536}};
+    for (int layer = 0; layer < 30; ++layer) {
+      for (const auto& shape : shapes) w.data.push_back(make_weights(GgmlType::Q4_1, shape[0], shape[1]));
+    }
+    w.data.push_back(make_weights(GgmlType::Q8_0, 49152, 576));
+    for (size_t i = 0; i < w.data.size(); ++i) {
+      const bool head = i + 1 == w.data.size();
+      const int64_t* shape = shapes[i % 7];
+      w.views.push_back(WeightView{head ? GgmlType::Q8_0 : GgmlType::Q4_1, w.data[i].data(),
+                                   head ? 49152 : shape[0], head ? 576 : shape[1]});
+      w.bytes += w.data[i].size();
+    }
+    return w;
+  }();
+  return m;
+}
+
+void BM_DecodeStepMatmuls(benchmark::State& state) {
+  const ModelWeights& m = model_weights();
+  ThreadPool& pool = pool_of(static_cast<int>(state.range(0)));
+  std::vector<float> x(1536, 0.25f), y(49152);
+  MatmulScratch scratch;
+  for (auto _ : state) {
+    for (const WeightView& w : m.views) matmul(w, x.data(), 1, y.data(), pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetLabel(std::string(cpu_kernel_path()));
+  state.counters["weight_GB/s"] = benchmark::Counter(static_cast<double>(m.bytes) * 1e-9,
+                                                     benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_DecodeStepMatmuls)->ArgNames({"threads"})->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_GgmlDecodeStepMatmuls(benchmark::State& state) {
+  void* lib = ggml_cpu_library();
+  if (lib == nullptr) {
+    state.SkipWithError("libggml-cpu.so not found (scripts/setup_reference.sh)");
+    return;
+  }
+  const auto q8_1 = reinterpret_cast<QuantizeRow>(dlsym(lib, "quantize_row_q8_1"));
+  const auto q8_0 = reinterpret_cast<QuantizeRow>(dlsym(lib, "quantize_row_q8_0"));
+  const auto dot4_1 = reinterpret_cast<VecDot>(dlsym(lib, "ggml_vec_dot_q4_1_q8_1"));
+  const auto dot8_0 = reinterpret_cast<VecDot>(dlsym(lib, "ggml_vec_dot_q8_0_q8_0"));
+  const ModelWeights& m = model_weights();
+  std::vector<float> x(1536, 0.25f), y(49152);
+  std::vector<uint8_t> xq(1536 / kQK * sizeof(BlockQ8_1));
+  for (auto _ : state) {
+    for (const WeightView& w : m.views) {
+      const bool q4_1 = w.type == GgmlType::Q4_1;
+      (q4_1 ? q8_1 : q8_0)(x.data(), xq.data(), w.cols);
+      const size_t row = static_cast<size_t>(w.cols / kQK) * (q4_1 ? sizeof(BlockQ4_1) : sizeof(BlockQ8_0));
+      for (int64_t r = 0; r < w.rows; ++r) {
+        (q4_1 ? dot4_1 : dot8_0)(static_cast<int>(w.cols), &y[static_cast<size_t>(r)], 0, w.data + static_cast<size_t>(r) * row, 0, xq.data(), 0, 1);
+      }
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetLabel("ggml, 1 thread");
+  state.counters["weight_GB/s"] = benchmark::Counter(static_cast<double>(m.bytes) * 1e-9,
+                                                     benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GgmlDecodeStepMatmuls)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // SmolLM2-135M: FFN 576↔1536 (Q4_1), output head 49152×576 (Q8_0); decode and a 512-token prompt.
 BENCHMARK(BM_Matmul)

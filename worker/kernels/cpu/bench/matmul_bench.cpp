@@ -170,17 +170,22 @@ const ModelWeights& model_weights() {
 void BM_DecodeStepMatmuls(benchmark::State& state) {
   const ModelWeights& m = model_weights();
   ThreadPool& pool = pool_of(static_cast<int>(state.range(0)));
-  std::vector<float> x(1536, 0.25f), y(49152);
+  const int64_t tokens = state.range(1);
+  std::vector<float> x(static_cast<size_t>(1536 * tokens), 0.25f), y(static_cast<size_t>(49152 * tokens));
   MatmulScratch scratch;
   for (auto _ : state) {
-    for (const WeightView& w : m.views) matmul(w, x.data(), 1, y.data(), pool, scratch);
+    for (const WeightView& w : m.views) matmul(w, x.data(), tokens, y.data(), pool, scratch);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetLabel(std::string(cpu_kernel_path()));
   state.counters["weight_GB/s"] = benchmark::Counter(static_cast<double>(m.bytes) * 1e-9,
                                                      benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_DecodeStepMatmuls)->ArgNames({"threads"})->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+// tokens > 1: one step of continuous batching over that many sequences.
+BENCHMARK(BM_DecodeStepMatmuls)
+    ->ArgNames({"threads", "tokens"})
+    ->Args({1, 1})->Args({2, 1})->Args({1, 2})->Args({1, 3})->Args({1, 4})->Args({1, 8})->Args({2, 16})
+    ->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_GgmlDecodeStepMatmuls(benchmark::State& state) {
   void* lib = ggml_cpu_library();

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -23,6 +24,7 @@
 #include "export/http_server.h"
 #include "probes/cuda_probe.h"
 #include "probes/nccl_probe.h"
+#include "probes/proc_probe.h"
 #include "probes/tcp_probe.h"
 #include "probes/usdt_probe.h"
 
@@ -103,6 +105,16 @@ class Agent {
         stats_.set_enabled("usdt", false, "load_failed");
       }
     }
+    if (cuda_ || nccl_ || usdt_) {
+      try {
+        proc_ = std::make_unique<ProcProbe>(cfg_.kernel_btf, stats_, [this](uint32_t pid, bool exec) {
+          on_process_event(pid, exec);
+        });
+      } catch (const std::exception& e) {
+        // Without exec events every tick is a full scan: slower to run, as quick to find.
+        std::fprintf(stderr, "vigil-agent: process events unavailable (%s); scanning /proc every tick\n", e.what());
+      }
+    }
     collectors_.push_back({"self", std::make_shared<SelfCollector>(stats_)});
     stats_.add_table_source("agent", "process_labels", [this] { return processes_.size(); });
   }
@@ -112,6 +124,7 @@ class Agent {
     if (cuda_) cuda_->poll(timeout_ms);
     else std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
     if (nccl_) nccl_->consume();
+    if (proc_) proc_->consume();
   }
 
   HttpResponse handle(const std::string& path) {
@@ -125,13 +138,7 @@ class Agent {
 
   void housekeeping() {
     processes_.sweep();
-    if (cfg_.libraries.discover && (cuda_ || nccl_ || usdt_)) {
-      for (const auto& hit : scan_libraries("/proc")) {
-        if (hit.kind == LibraryKind::kCuda && cuda_) cuda_->attach(hit.open_path, hit.dev, hit.inode);
-        if (hit.kind == LibraryKind::kNccl && nccl_) nccl_->attach(hit.open_path, hit.dev, hit.inode);
-        if (hit.kind == LibraryKind::kUsdt && usdt_) usdt_->attach(hit.open_path, hit.dev, hit.inode);
-      }
-    }
+    if (cfg_.libraries.discover && (cuda_ || nccl_ || usdt_)) discover();
     if (tcp_collector_) tcp_collector_->expire();
     if (gpu_memory_) gpu_memory_->sample();
     if (nccl_collector_) nccl_collector_->expire();
@@ -140,6 +147,40 @@ class Agent {
   }
 
  private:
+  // A process that just exec'd maps its libraries during the next moments (the dynamic linker
+  // runs after exec): scan it on every tick for a while. Libraries dlopen'ed later are found by
+  // the full scan every discovery_interval.
+  static constexpr auto kExecScanFor = std::chrono::seconds(3);
+
+  void on_process_event(uint32_t pid, bool exec) {
+    if (exec) {
+      processes_.mark_exec(pid);
+      exec_scans_[pid] = std::chrono::steady_clock::now() + kExecScanFor;
+    } else {
+      processes_.mark_exited(pid);
+      exec_scans_.erase(pid);
+    }
+  }
+
+  void discover() {
+    auto now = std::chrono::steady_clock::now();
+    std::vector<LibraryHit> hits;
+    if (!proc_ || now >= next_full_scan_) {
+      hits = scan_libraries("/proc");
+      next_full_scan_ = now + cfg_.discovery_interval;
+    } else {
+      for (auto it = exec_scans_.begin(); it != exec_scans_.end();) {
+        for (auto& hit : scan_libraries("/proc", it->first)) hits.push_back(std::move(hit));
+        it = now >= it->second ? exec_scans_.erase(it) : std::next(it);
+      }
+    }
+    for (const auto& hit : hits) {
+      if (hit.kind == LibraryKind::kCuda && cuda_) cuda_->attach(hit.open_path, hit.dev, hit.inode);
+      if (hit.kind == LibraryKind::kNccl && nccl_) nccl_->attach(hit.open_path, hit.dev, hit.inode);
+      if (hit.kind == LibraryKind::kUsdt && usdt_) usdt_->attach(hit.open_path, hit.dev, hit.inode);
+    }
+  }
+
   std::string scrape() {
     std::vector<prometheus::MetricFamily> all;
     for (const auto& c : collectors_) {
@@ -165,6 +206,9 @@ class Agent {
   std::shared_ptr<NcclCollector> nccl_collector_;
   std::unique_ptr<UsdtProbe> usdt_;
   std::shared_ptr<AllocatorCollector> allocators_;
+  std::unique_ptr<ProcProbe> proc_;
+  std::map<uint32_t, std::chrono::steady_clock::time_point> exec_scans_;  // pid -> scan until
+  std::chrono::steady_clock::time_point next_full_scan_{};
   std::vector<NamedCollector> collectors_;
   std::atomic<bool> ready_{false};
 };

@@ -136,6 +136,7 @@ Config parse_config(const std::string& yaml_text) {
        }},
       {"kernel_btf", [&](const std::string& k, const YAML::Node& v) { cfg.kernel_btf = scalar(k, v); }},
       {"poll_interval", [&](const std::string& k, const YAML::Node& v) { cfg.poll_interval = duration(k, v); }},
+      {"discovery_interval", [&](const std::string& k, const YAML::Node& v) { cfg.discovery_interval = duration(k, v); }},
       {"grace_period", [&](const std::string& k, const YAML::Node& v) { cfg.grace_period = duration(k, v); }},
       {"probes", [&](const std::string& k, const YAML::Node& v) {
          walk(k, v, {

@@ -31,7 +31,8 @@ struct Config {
   std::string kernel_btf = "/sys/kernel/btf/vmlinux";
   ProbeSets probes;
   LibrarySearch libraries;
-  std::chrono::milliseconds poll_interval{1000};       // re-scan /proc, sample windows
+  std::chrono::milliseconds poll_interval{1000};       // scan exec'd processes, sample windows
+  std::chrono::milliseconds discovery_interval{10000}; // full /proc scan (libraries dlopen'ed late)
   std::chrono::milliseconds grace_period{60000};       // keep series of exited processes this long
   std::chrono::milliseconds fragmentation_window{300000};  // sliding window of the ratio
   int tcp_top_peers = 5;                                // peers per process before "other"

@@ -38,11 +38,26 @@ size_t ProcessTable::size() {
   return entries_.size();
 }
 
+void ProcessTable::mark_exited(uint32_t pid) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(pid);
+  if (it == entries_.end() || it->second.exited) return;  // not one of ours, or already
+  it->second.exited = true;
+  it->second.gone = true;
+  it->second.gone_since = Clock::now();
+}
+
+void ProcessTable::mark_exec(uint32_t pid) {
+  std::lock_guard lock(mu_);
+  entries_.erase(pid);
+}
+
 bool ProcessTable::expired(uint32_t pid) {
   struct stat st{};
   bool alive = stat((proc_root_ + "/" + std::to_string(pid)).c_str(), &st) == 0;
   std::lock_guard lock(mu_);
   auto& e = entries_[pid];
+  if (e.exited) alive = false;
   if (alive) {
     e.gone = false;
     return false;

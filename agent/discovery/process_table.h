@@ -27,6 +27,10 @@ class ProcessTable {
   // True once PID has been gone from /proc for longer than the grace period: its series and
   // kernel state should be dropped. Every collector asking during the same tick gets true.
   bool expired(uint32_t pid);
+  // A process exited (its exit event): its grace period starts now, zombie or not.
+  void mark_exited(uint32_t pid);
+  // A process exec'd: a new program, so its labels (comm) are read again.
+  void mark_exec(uint32_t pid);
   // Starts a housekeeping tick: forgets the processes found expired during the previous one.
   void sweep();
   size_t size();
@@ -38,6 +42,7 @@ class ProcessTable {
     Clock::time_point gone_since{};
     bool gone = false;
     bool expired = false;
+    bool exited = false;  // seen exiting: /proc may still show it as a zombie
   };
   std::string proc_root_;
   std::chrono::milliseconds grace_;

@@ -1,0 +1,63 @@
+// Loads proc.bpf.c (tp_btf on sched_process_exec/exit, present since BTF tracepoints exist).
+#include "probes/proc_probe.h"
+
+#include <linux/types.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include "proc.h"
+#include "proc.skel.h"
+
+namespace vigil::agent {
+
+void ProcProbe::SkelDeleter::operator()(proc_bpf* s) const { proc_bpf__destroy(s); }
+void ProcProbe::RingDeleter::operator()(ring_buffer* r) const { ring_buffer__free(r); }
+
+ProcProbe::ProcProbe(const std::string& btf_path, AgentStats& stats, Handler handler)
+    : stats_(stats), handler_(std::move(handler)) {
+  for (const char* tp : {"sched_process_exec", "sched_process_exit"})
+    if (!kernel_has_btf_tracepoint(btf_path, tp))
+      throw std::runtime_error(std::string("tracepoint ") + tp + " missing from kernel BTF");
+  LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
+  skel_.reset(proc_bpf__open_opts(&opts));
+  if (!skel_) throw std::runtime_error("open proc.bpf.o: " + errno_reason(errno));
+  if (int err = proc_bpf__load(skel_.get())) throw std::runtime_error("load proc.bpf.o: " + errno_reason(err));
+  ring_.reset(ring_buffer__new(bpf_map__fd(skel_->maps.events), on_event, this, nullptr));
+  if (!ring_) throw std::runtime_error("proc ring buffer: " + errno_reason(errno));
+  for (bpf_program* prog : {skel_->progs.process_exec, skel_->progs.process_exit}) {
+    Link link(bpf_program__attach(prog));
+    if (!link) {
+      stats_.attach_failure("proc", errno_reason(errno));
+      continue;
+    }
+    links_.push_back(std::move(link));
+  }
+  stats_.add_attached("proc", static_cast<int>(links_.size()));
+  stats_.add_kernel_source("proc", [this] { return read_probe_stats(skel_->maps.probe_stats); });
+}
+
+ProcProbe::~ProcProbe() {
+  stats_.add_kernel_source("proc", [] { return KernelCounters{}; });
+  stats_.add_attached("proc", -static_cast<int>(links_.size()));
+  links_.clear();
+}
+
+int ProcProbe::on_event(void* ctx, void* data, size_t size) {
+  auto* self = static_cast<ProcProbe*>(ctx);
+  if (size < sizeof(vigil_proc_event)) return 0;
+  vigil_proc_event e;
+  std::memcpy(&e, data, sizeof e);
+  self->stats_.ringbuf_event("proc");
+  self->handler_(e.tgid, e.kind == PROC_EXEC);
+  return 0;
+}
+
+void ProcProbe::consume() {
+  int n = ring_buffer__consume(ring_.get());
+  if (n < 0 && n != -EINTR) std::fprintf(stderr, "vigil-agent: proc ring buffer: %s\n", errno_reason(n).c_str());
+}
+
+}  // namespace vigil::agent

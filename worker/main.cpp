@@ -3,8 +3,10 @@
 #include <exception>
 #include <string_view>
 
+#include "commands/bench.h"
 #include "commands/generate.h"
 #include "commands/inspect.h"
+#include "commands/serve.h"
 #include "vigil/version.h"
 
 #ifdef VIGIL_HAVE_CUDA
@@ -22,6 +24,9 @@ constexpr const char* kUsage =
     "  inspect MODEL        print a GGUF file's metadata and tensor inventory\n"
     "  generate -m MODEL -p PROMPT [options]\n"
     "                       generate text from a prompt, streamed to stdout (generate --help)\n"
+    "  bench -m MODEL [...] prompt, decode and batched-decode tokens/s as JSON\n"
+    "  serve -m MODEL [--host H] [--port P] [--config FILE]\n"
+    "                       OpenAI-compatible HTTP server with /metrics (serve --help)\n"
     "\n"
     "options:\n"
     "  --version            print the version and exit\n"
@@ -62,6 +67,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (cmd == "generate") return vigil::generate_command(argc - 1, argv + 1);
+    if (cmd == "bench") return vigil::bench_command(argc - 1, argv + 1);
+    if (cmd == "serve") return vigil::serve_command(argc - 1, argv + 1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "vigil-worker: %s\n", e.what());
     return 1;

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Side-by-side engine benchmark: vigil-worker vs llama.cpp (llama-cpp-python) on the same GGUF.
+
+Same file, same machine, same thread count, in one run, alternating rounds so both see the same
+machine noise. Reports tokens/s for pp (prompt processing) and tg (generation) and the ratios.
+llama.cpp is driven through its C API (llama_decode) to keep Python out of the timed loop.
+
+usage: .venv-ref/bin/python bench/engine_vs_llamacpp.py [--threads 2] [--rounds 3]
+"""
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+WORKER = os.environ.get("VIGIL_WORKER", os.path.join(ROOT, "build", "release", "worker", "vigil-worker"))
+
+
+def token_at(i, n_vocab):
+    return (i * 7919 + 13) % n_vocab  # same ids as vigil-worker bench
+
+
+class LlamaCpp:
+    def __init__(self, threads, n_ctx, flash_attn):
+        import llama_cpp as lc
+        self.lc = lc
+        lc.llama_backend_init()
+        mp = lc.llama_model_default_params()
+        self.model = lc.llama_model_load_from_file(MODEL.encode(), mp)
+        cp = lc.llama_context_default_params()
+        cp.n_ctx = n_ctx
+        cp.n_batch = 512
+        cp.n_ubatch = 512
+        cp.n_threads = threads
+        cp.n_threads_batch = threads
+        cp.flash_attn_type = {"auto": -1, "off": 0, "on": 1}[flash_attn]
+        self.ctx = lc.llama_init_from_model(self.model, cp)
+        self.n_vocab = lc.llama_vocab_n_tokens(lc.llama_model_get_vocab(self.model))
+        self.version = lc.__version__
+
+    def clear(self):
+        self.lc.llama_memory_clear(self.lc.llama_get_memory(self.ctx), True)
+
+    def decode(self, tokens):
+        arr = (self.lc.llama_token * len(tokens))(*tokens)
+        rc = self.lc.llama_decode(self.ctx, self.lc.llama_batch_get_one(arr, len(tokens)))
+        if rc != 0:
+            raise RuntimeError(f"llama_decode returned {rc}")
+
+    def pp(self, n):
+        self.clear()
+        toks = [token_at(i, self.n_vocab) for i in range(n)]
+        t0 = time.perf_counter()
+        for s in range(0, n, 512):
+            self.decode(toks[s:s + 512])
+        return n / (time.perf_counter() - t0)
+
+    def tg(self, n):
+        self.clear()
+        self.decode([token_at(i, self.n_vocab) for i in range(8)])
+        t0 = time.perf_counter()
+        for step in range(n):
+            self.decode([token_at(step * 31, self.n_vocab)])
+        return n / (time.perf_counter() - t0)
+
+
+def vigil(threads, pp, tg, seqs):
+    out = subprocess.run([WORKER, "bench", "-m", MODEL, "-t", str(threads), "-p", str(pp), "-n", str(tg),
+                          "-s", str(seqs), "-r", "1"], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--pp", type=int, default=512)
+    ap.add_argument("--tg", type=int, default=128)
+    ap.add_argument("--seqs", type=int, default=8)
+    ap.add_argument("--llama-flash-attn", choices=["auto", "off", "on"], default="auto",
+                    help="llama.cpp's flash attention setting (auto is its default)")
+    a = ap.parse_args()
+
+    ref = LlamaCpp(a.threads, n_ctx=max(a.pp, a.tg + 8) + 16, flash_attn=a.llama_flash_attn)
+    rows = {"llama.cpp pp": [], "llama.cpp tg": [], "vigil pp": [], "vigil tg": [], "vigil batched tg": []}
+    kernels = ""
+    for _ in range(a.rounds):
+        rows["llama.cpp pp"].append(ref.pp(a.pp))
+        rows["llama.cpp tg"].append(ref.tg(a.tg))
+        v = vigil(a.threads, a.pp, a.tg, a.seqs)
+        kernels = v["kernels"]
+        rows["vigil pp"].append(v["pp_tps"])
+        rows["vigil tg"].append(v["tg_tps"])
+        rows["vigil batched tg"].append(v["batch_tg_tps"])
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    print(f"llama-cpp-python {ref.version} (flash_attn {a.llama_flash_attn}); vigil kernels {kernels}; "
+          f"threads {a.threads}; "
+          f"rounds {a.rounds} (median)")
+    print(f"{'test':<28}{'llama.cpp tok/s':>16}{'vigil tok/s':>14}{'vigil/llama.cpp':>17}")
+    print(f"{'pp' + str(a.pp):<28}{med['llama.cpp pp']:>16.1f}{med['vigil pp']:>14.1f}"
+          f"{med['vigil pp'] / med['llama.cpp pp']:>17.2f}")
+    print(f"{'tg' + str(a.tg):<28}{med['llama.cpp tg']:>16.1f}{med['vigil tg']:>14.1f}"
+          f"{med['vigil tg'] / med['llama.cpp tg']:>17.2f}")
+    print(f"{'tg' + str(a.tg) + ' x ' + str(a.seqs) + ' seqs (aggregate)':<28}{'':>16}"
+          f"{med['vigil batched tg']:>14.1f}{'':>17}")
+    print(f"batched/single-stream (vigil): {med['vigil batched tg'] / med['vigil tg']:.2f}x")
+    json.dump({"median": med, "rounds": rows}, sys.stderr)
+    sys.stderr.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+// `vigil-worker bench`: prompt-processing, decode and batched-decode throughput, as JSON.
+//
+// Mirrors llama-bench's pp/tg tests so scripts/bench_engine.py can put both side by side: pp runs
+// one prompt of P tokens (in chunks of the batch size), tg decodes N tokens one at a time after a
+// short prompt, and tgB decodes N tokens for B sequences together, one token each per step.
+#include "commands/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/matmul.h"
+#include "model/llama_context.h"
+
+namespace vigil {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchOptions {
+  std::string model;
+  int threads = 2, prompt = 512, gen = 128, seqs = 8, batch = 512, reps = 3;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Token ids spread over the vocabulary; their values do not change the cost.
+int32_t token_at(int i, int n_vocab) { return static_cast<int32_t>((i * 7919 + 13) % n_vocab); }
+
+}  // namespace
+
+int bench_command(int argc, char** argv) {
+  BenchOptions o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "vigil-worker bench: %s needs a value\n", a.c_str());
+      return 2;
+    }
+    const char* v = argv[++i];
+    int n = std::atoi(v);
+    if (a == "-m") o.model = v;
+    else if (a == "-t") o.threads = n;
+    else if (a == "-p") o.prompt = n;
+    else if (a == "-n") o.gen = n;
+    else if (a == "-s") o.seqs = n;
+    else if (a == "-b") o.batch = n;
+    else if (a == "-r") o.reps = n;
+    else {
+      std::fprintf(stderr,
+                   "usage: vigil-worker bench -m MODEL [-t threads] [-p prompt] [-n gen] [-s seqs] "
+                   "[-b batch] [-r reps]\n");
+      return 2;
+    }
+    if (a != "-m" && n <= 0) {
+      std::fprintf(stderr, "vigil-worker bench: %s must be a positive integer\n", a.c_str());
+      return 2;
+    }
+  }
+  if (o.model.empty()) {
+    std::fprintf(stderr, "vigil-worker bench: -m MODEL is required\n");
+    return 2;
+  }
+
+  auto model = LlamaModel::load(o.model);
+  const LlamaHparams& hp = model->hparams();
+  const int block = 16;
+  const int per_seq = std::max(o.prompt, 8 + o.gen);
+  const int n_blocks = (per_seq + block - 1) / block * std::max(1, o.seqs) + 1;
+  KvCache cache(hp, n_blocks, block);
+  KvBlockAllocator blocks(n_blocks);
+  ThreadPool pool(o.threads);
+  LlamaContext ctx(*model, cache, pool, std::max({o.batch, o.seqs, 1}), per_seq);
+  std::vector<BatchToken> batch;
+
+  // pp: the whole prompt, logits for its last token only.
+  std::vector<double> pp;
+  for (int r = 0; r < o.reps; ++r) {
+    KvSequence seq;
+    blocks.reserve(seq, o.prompt, block);
+    auto t0 = Clock::now();
+    for (int start = 0; start < o.prompt; start += o.batch) {
+      batch.clear();
+      for (int i = start; i < std::min(o.prompt, start + o.batch); ++i)
+        batch.push_back({token_at(i, hp.n_vocab), i, &seq, i + 1 == o.prompt});
+      ctx.forward(batch);
+    }
+    pp.push_back(o.prompt / std::chrono::duration<double>(Clock::now() - t0).count());
+    blocks.release(seq);
+  }
+
+  // tgB: B sequences after an 8-token prompt each, one token per sequence per step (B = 1 is tg).
+  auto decode = [&](int n_seqs) {
+    std::vector<KvSequence> seqs(static_cast<size_t>(n_seqs));
+    for (auto& s : seqs) blocks.reserve(s, 8 + o.gen, block);
+    for (int s = 0; s < n_seqs; ++s) {
+      batch.clear();
+      for (int i = 0; i < 8; ++i) batch.push_back({token_at(i + s, hp.n_vocab), i, &seqs[s], i == 7});
+      ctx.forward(batch);
+    }
+    auto t0 = Clock::now();
+    for (int step = 0; step < o.gen; ++step) {
+      batch.clear();
+      for (int s = 0; s < n_seqs; ++s)
+        batch.push_back({token_at(step * 31 + s, hp.n_vocab), 8 + step, &seqs[s], true});
+      ctx.forward(batch);
+    }
+    double tps = static_cast<double>(n_seqs) * o.gen / std::chrono::duration<double>(Clock::now() - t0).count();
+    for (auto& s : seqs) blocks.release(s);
+    return tps;
+  };
+  std::vector<double> tg, tgb;
+  for (int r = 0; r < o.reps; ++r) tg.push_back(decode(1));
+  for (int r = 0; r < o.reps; ++r) tgb.push_back(decode(o.seqs));
+
+  std::printf(
+      "{\"engine\": \"vigil\", \"kernels\": \"%s\", \"threads\": %d, \"pp_tokens\": %d, \"pp_tps\": %.2f, "
+      "\"tg_tokens\": %d, \"tg_tps\": %.2f, \"batch_seqs\": %d, \"batch_tg_tps\": %.2f, \"weight_bytes\": %llu}\n",
+      std::string(cpu_kernel_path()).c_str(), o.threads, o.prompt, median(pp), o.gen, median(tg), o.seqs,
+      median(tgb), static_cast<unsigned long long>(model->weight_bytes()));
+  return 0;
+}
+
+}  // namespace vigil

@@ -1,0 +1,312 @@
+// The serving engine: admits requests, batches every running sequence into one forward pass per
+// step (continuous batching), streams tokens back, and frees everything a request held.
+//
+// One engine thread owns the model context, the KV cache and every sequence; other threads only
+// hand requests and cancellations over through `incoming_` and `cancelled_` under the mutex.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "engine/stop_matcher.h"
+#include "probes.h"
+
+namespace vigil {
+
+using Clock = std::chrono::steady_clock;
+
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+  }
+  return "unknown";
+}
+
+struct Engine::Sequence {
+  Sequence(uint64_t id_, RequestParams p, EventSink s, int n_vocab)
+      : id(id_), params(std::move(p)), sink(std::move(s)), sampler(params.sampling, n_vocab),
+        stops(params.stop), tokens(params.prompt), n_prompt(static_cast<int>(params.prompt.size())) {}
+
+  SchedulingKey key() const {
+    return {id, params.priority, (static_cast<int>(tokens.size()) - n_computed) + (params.max_tokens - n_generated)};
+  }
+
+  uint64_t id;
+  RequestParams params;
+  EventSink sink;
+  Sampler sampler;
+  StopMatcher stops;
+  Utf8Streamer utf8;
+  std::vector<int32_t> tokens;  // prompt, then generated: recomputed from here after preemption
+  int n_prompt;
+  int n_computed = 0;           // positions whose K/V are in the cache
+  int n_generated = 0;
+  KvSequence kv;
+  Clock::time_point submitted = Clock::now();
+  bool reported_queue_time = false;
+  RequestEvent pending;         // what this step produced, sent after the step
+};
+
+Engine::Engine(const LlamaModel& model, const Vocab& vocab, const EngineConfig& config)
+    : model_(model),
+      vocab_(vocab),
+      config_(config),
+      cache_(model.hparams(), config.kv_blocks, config.kv_block_size),
+      blocks_(config.kv_blocks),
+      pool_(config.threads),
+      ctx_(model, cache_, pool_, std::max(config.max_batched_tokens, config.max_running), config.max_context),
+      policy_(make_policy(config.policy)) {
+  stats_.kv_blocks_total = config.kv_blocks;
+  stats_.kv_blocks_free = config.kv_blocks;
+  batch_.reserve(static_cast<size_t>(ctx_.max_batch()));
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+SubmitResult Engine::submit(RequestParams params, EventSink sink) {
+  if (params.prompt.empty()) return {SubmitStatus::kInvalid, 0, "prompt: must not be empty"};
+  if (params.max_tokens < 1) return {SubmitStatus::kInvalid, 0, "max_tokens: must be at least 1"};
+  if (std::string err = params.sampling.validate(); !err.empty()) return {SubmitStatus::kInvalid, 0, err};
+  for (int32_t t : params.prompt)
+    if (t < 0 || t >= static_cast<int32_t>(vocab_.size()))
+      return {SubmitStatus::kInvalid, 0, "prompt: token id " + std::to_string(t) + " outside the vocabulary"};
+  const size_t total = params.prompt.size() + static_cast<size_t>(params.max_tokens);
+  const size_t cache_positions = static_cast<size_t>(config_.kv_blocks) * static_cast<size_t>(config_.kv_block_size);
+  if (total > static_cast<size_t>(config_.max_context) || total > cache_positions)
+    return {SubmitStatus::kTooLong, 0,
+            "prompt (" + std::to_string(params.prompt.size()) + " tokens) + max_tokens (" +
+                std::to_string(params.max_tokens) + ") exceeds the context of " +
+                std::to_string(std::min(static_cast<size_t>(config_.max_context), cache_positions)) + " tokens"};
+  if (!params.adapter.empty())
+    return {SubmitStatus::kUnknownAdapter, 0, "adapter '" + params.adapter + "' is not loaded"};
+
+  std::lock_guard lock(mu_);
+  if (draining_ || stop_) return {SubmitStatus::kDraining, 0, "the worker is shutting down"};
+  if (stats_.waiting + static_cast<int>(incoming_.size()) >= config_.max_waiting)
+    return {SubmitStatus::kQueueFull, 0, "the queue is full (" + std::to_string(config_.max_waiting) + " waiting)"};
+  const uint64_t id = next_id_++;
+  VIGIL_PROBE(request_arrive, id, params.prompt.size(), params.priority, params.max_tokens);
+  incoming_.push_back(std::make_unique<Sequence>(id, std::move(params), std::move(sink),
+                                                 model_.hparams().n_vocab));
+  wake_.notify_all();
+  return {SubmitStatus::kAccepted, id, ""};
+}
+
+void Engine::cancel(uint64_t id) {
+  std::lock_guard lock(mu_);
+  cancelled_.push_back(id);
+  wake_.notify_all();
+}
+
+void Engine::drain() {
+  std::lock_guard lock(mu_);
+  draining_ = true;
+  wake_.notify_all();
+}
+
+bool Engine::idle() const {
+  std::lock_guard lock(mu_);
+  return draining_ && incoming_.empty() && stats_.running == 0 && stats_.waiting == 0;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void Engine::loop() {
+  for (;;) {
+    std::vector<uint64_t> cancelled;
+    {
+      std::unique_lock lock(mu_);
+      const bool was_idle = running_.empty() && waiting_.empty();
+      wake_.wait(lock, [&] { return stop_ || !incoming_.empty() || !cancelled_.empty() || !was_idle; });
+      if (stop_) break;
+      if (was_idle && config_.batch_window_ms > 0 && cancelled_.empty()) {
+        // Dynamic batching: from idle, give concurrent arrivals a moment to join the first step.
+        wake_.wait_for(lock, std::chrono::duration<double, std::milli>(config_.batch_window_ms),
+                       [&] { return stop_; });
+      }
+      while (!incoming_.empty()) {
+        waiting_.push_back(std::move(incoming_.front()));
+        incoming_.pop_front();
+      }
+      cancelled.swap(cancelled_);
+    }
+    for (uint64_t id : cancelled) {
+      for (auto* list : {&waiting_, &running_}) {
+        auto it = std::find_if(list->begin(), list->end(), [&](const auto& s) { return s->id == id; });
+        if (it == list->end()) continue;
+        finish(**it, FinishReason::kCancelled);
+        list->erase(it);
+      }
+    }
+    step();
+  }
+  for (auto* list : {&waiting_, &running_})
+    for (auto& seq : *list) finish(*seq, FinishReason::kCancelled);
+  waiting_.clear();
+  running_.clear();
+}
+
+void Engine::admit() {
+  auto by_policy = [&](const auto& a, const auto& b) { return policy_->before(a->key(), b->key()); };
+  std::sort(waiting_.begin(), waiting_.end(), by_policy);
+  size_t taken = 0;
+  while (taken < waiting_.size() && running_.size() < static_cast<size_t>(config_.max_running)) {
+    Sequence& seq = *waiting_[taken];
+    // Admit only what fits whole (prompt and everything generated so far) in the free blocks.
+    const int need = (static_cast<int>(seq.tokens.size()) + config_.kv_block_size) / config_.kv_block_size;
+    if (need > blocks_.free_blocks()) break;
+    running_.push_back(std::move(waiting_[taken]));
+    ++taken;
+  }
+  waiting_.erase(waiting_.begin(), waiting_.begin() + static_cast<long>(taken));
+}
+
+void Engine::step() {
+  admit();
+  if (running_.empty()) {
+    std::lock_guard lock(mu_);
+    stats_.running = 0;
+    stats_.waiting = static_cast<int>(waiting_.size());
+    return;
+  }
+  // Serve in policy order; preemption takes from the back (the request the policy ranks last).
+  std::sort(running_.begin(), running_.end(),
+            [&](const auto& a, const auto& b) { return policy_->before(a->key(), b->key()); });
+
+  // Plan the batch: decodes first (one token each), then prefill chunks within the token budget.
+  struct Slice {
+    Sequence* seq;
+    int begin, end;  // positions [begin, end) of seq->tokens computed this step
+  };
+  std::vector<Slice> plan;
+  plan.reserve(running_.size());
+  int budget = config_.max_batched_tokens;
+  uint64_t preempted = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+      Sequence& seq = *running_[i];
+      const int known = static_cast<int>(seq.tokens.size());
+      const bool decoding = seq.n_computed == known - 1 && seq.n_computed > 0;
+      if ((pass == 0) != decoding) continue;
+      const int n = std::min(known - seq.n_computed, budget);
+      // Make room: preempt (free and recompute later) the lowest-ranked other sequences.
+      while (!blocks_.reserve(seq.kv, seq.n_computed + n, config_.kv_block_size)) {
+        Sequence* victim = running_.back().get();
+        if (victim == &seq) break;
+        std::erase_if(plan, [&](const Slice& s) {
+          if (s.seq == victim) budget += s.end - s.begin;
+          return s.seq == victim;
+        });
+        VIGIL_PROBE(request_preempt, victim->id, victim->tokens.size(), victim->kv.blocks.size());
+        blocks_.release(victim->kv);
+        victim->n_computed = 0;
+        waiting_.push_back(std::move(running_.back()));
+        running_.pop_back();
+        ++preempted;
+      }
+      if (seq.kv.blocks.size() * static_cast<size_t>(config_.kv_block_size) < static_cast<size_t>(seq.n_computed + n))
+        continue;  // no blocks even after preempting every lower-ranked sequence: retry next step
+      plan.push_back({&seq, seq.n_computed, seq.n_computed + n});
+      budget -= n;
+    }
+  }
+  batch_.clear();
+  for (const Slice& s : plan)
+    for (int p = s.begin; p < s.end; ++p)
+      batch_.push_back({s.seq->tokens[static_cast<size_t>(p)], p, &s.seq->kv,
+                        p + 1 == static_cast<int>(s.seq->tokens.size())});
+
+  if (!batch_.empty()) {
+    try {
+      ctx_.forward(batch_);
+    } catch (const std::exception& e) {
+      for (const Slice& s : plan) finish(*s.seq, FinishReason::kError, e.what());
+      std::erase_if(running_, [&](const auto& r) {
+        return std::any_of(plan.begin(), plan.end(), [&](const Slice& s) { return s.seq == r.get(); });
+      });
+      return;
+    }
+  }
+
+  // Sample for every sequence whose slice reached its last known token.
+  int logits_row = 0;
+  std::vector<Sequence*> done;
+  for (const Slice& s : plan) {
+    Sequence& seq = *s.seq;
+    seq.n_computed = s.end;
+    if (s.end != static_cast<int>(seq.tokens.size())) continue;
+    const int32_t token = seq.sampler.sample(ctx_.logits(logits_row++), seq.tokens);
+    seq.tokens.push_back(token);
+    if (++seq.n_generated == 1)
+      VIGIL_PROBE(request_first_token, seq.id,
+                  std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - seq.submitted).count());
+    seq.pending.tokens.push_back(token);
+    FinishReason reason = FinishReason::kNone;
+    if (vocab_.is_eog(token) && !seq.params.ignore_eos) {
+      reason = FinishReason::kStop;
+    } else {
+      seq.pending.text += seq.stops.push(seq.utf8.push(vocab_.token_to_piece(token)));
+      if (seq.stops.stopped()) reason = FinishReason::kStop;
+      else if (seq.n_generated >= seq.params.max_tokens) reason = FinishReason::kLength;
+    }
+    if (reason != FinishReason::kNone) {
+      seq.pending.finish = reason;
+      done.push_back(&seq);
+    } else {
+      seq.pending.prompt_tokens = seq.n_prompt;
+      seq.pending.completion_tokens = seq.n_generated;
+      if (!seq.reported_queue_time) {
+        seq.pending.queue_seconds = std::chrono::duration<double>(Clock::now() - seq.submitted).count();
+        seq.reported_queue_time = true;
+      }
+      seq.sink(seq.pending);
+      seq.pending = RequestEvent{};
+    }
+  }
+  for (Sequence* seq : done) finish(*seq, seq->pending.finish);
+  std::erase_if(running_, [&](const auto& r) { return std::find(done.begin(), done.end(), r.get()) != done.end(); });
+
+  VIGIL_PROBE(scheduler_step, running_.size(), waiting_.size(), batch_.size(), blocks_.free_blocks());
+  std::lock_guard lock(mu_);
+  stats_.running = static_cast<int>(running_.size());
+  stats_.waiting = static_cast<int>(waiting_.size());
+  stats_.kv_blocks_free = blocks_.free_blocks();
+  stats_.preemptions += preempted;
+  ++stats_.steps;
+}
+
+void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error) {
+  blocks_.release(seq.kv);
+  RequestEvent& e = seq.pending;
+  if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
+    e.text += seq.stops.push(seq.utf8.flush());
+    e.text += seq.stops.flush();
+  }
+  e.finish = reason;
+  e.error = error;
+  e.prompt_tokens = seq.n_prompt;
+  e.completion_tokens = seq.n_generated;
+  VIGIL_PROBE(request_finish, seq.id, static_cast<int>(reason), seq.n_prompt, seq.n_generated);
+  if (!seq.reported_queue_time) {
+    e.queue_seconds = std::chrono::duration<double>(Clock::now() - seq.submitted).count();
+    seq.reported_queue_time = true;
+  }
+  seq.sink(e);
+}
+
+}  // namespace vigil

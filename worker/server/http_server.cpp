@@ -2,6 +2,7 @@
 // answer 503 rather than a refused connection while in-flight requests finish.
 #include "server/http_server.h"
 
+#include <csignal>
 #include <cstdio>
 #include <thread>
 #include <vector>
@@ -40,9 +41,7 @@ HttpServer::HttpServer(InferenceBackend& backend, WorkerMetrics& metrics, const 
   if (handle_signals) {
     signals_.add(SIGTERM);
     signals_.add(SIGINT);
-    signals_.async_wait([this](boost::system::error_code ec, int) {
-      if (!ec) on_drain();
-    });
+    wait_signal();
   }
 }
 
@@ -62,9 +61,23 @@ void HttpServer::begin_drain() {
   net::post(ioc_, [this] { on_drain(); });
 }
 
+void HttpServer::wait_signal() {
+  signals_.async_wait([this](boost::system::error_code ec, int signo) {
+    if (ec) return;
+    if (state_.draining.load()) {
+      // A second signal means "now": the operator is done waiting for the drain.
+      std::fprintf(stderr, "vigil-worker: %s again, exiting without waiting (%d requests cut)\n",
+                   signo == SIGINT ? "SIGINT" : "SIGTERM", state_.in_flight.load());
+      ioc_.stop();
+      return;
+    }
+    on_drain();
+    wait_signal();
+  });
+}
+
 void HttpServer::on_drain() {
   if (state_.draining.exchange(true)) return;
-  signals_.cancel();
   backend_.drain();
   drain_deadline_ = std::chrono::steady_clock::now() + config_.drain_grace;
   std::fprintf(stderr, "vigil-worker: draining: %d requests in flight, grace period %.1f s\n",

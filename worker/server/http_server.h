@@ -22,7 +22,7 @@ class Listener;
 class HttpServer {
  public:
   // Binds config.host:config.port (0: any free port); throws std::runtime_error when it cannot.
-  // With handle_signals, SIGTERM and SIGINT start a drain.
+  // With handle_signals, SIGTERM and SIGINT start a drain; a second one stops at once.
   HttpServer(InferenceBackend& backend, WorkerMetrics& metrics, const ServerConfig& config,
              std::string model_name, bool handle_signals);
   ~HttpServer();
@@ -38,6 +38,7 @@ class HttpServer {
   const ServerState& state() const { return state_; }
 
  private:
+  void wait_signal();
   void on_drain();
   void poll_drain();
 

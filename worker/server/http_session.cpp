@@ -182,6 +182,7 @@ void HttpSession::on_engine_event(const RequestEvent& event) {
       beast::error_code ignored;
       stream_.socket().close(ignored);
       closed_ = true;
+      in_flight_.release();
     }
     return;
   }
@@ -214,6 +215,7 @@ void HttpSession::on_write(beast::error_code ec, std::size_t) {
   writing_ = false;
   if (ec) {
     abort_job();
+    if (closed_) return;  // we closed it ourselves (slow reader, disconnect)
     return fail(ec, "write");
   }
   queue_.pop_front();

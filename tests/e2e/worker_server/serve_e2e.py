@@ -241,8 +241,11 @@ def test_main():
         wait_for("the cancelled request to leave the engine",
                  lambda: metric(port, 'vigil_worker_request_success_total{finish_reason="cancelled"}')
                  == cancelled_before + 1)
-        check(metric(port, "vigil_worker_requests_running") == 0, "nothing runs after the disconnect")
-        check(metric(port, "vigil_worker_kv_cache_usage_ratio") == 0, "its KV blocks are free again")
+        # The engine publishes its stats after the step that ended the request: wait, bounded.
+        check(wait_for("running to drop to 0", lambda: metric(port, "vigil_worker_requests_running") == 0),
+              "nothing runs after the disconnect")
+        check(wait_for("KV usage to drop to 0", lambda: metric(port, "vigil_worker_kv_cache_usage_ratio") == 0,
+                       limit=10), "its KV blocks are free again")
         gen = metric(port, "vigil_worker_generation_tokens_total")
         check(gen is not None and gen > 0, "generation tokens counted")
 
@@ -305,6 +308,16 @@ def test_drain():
     rc = cut.proc.wait(timeout=60)
     check(rc == 0 and any("grace period over" in line for line in cut.log),
           f"a request past the grace period is cut, exit 0 after {time.time() - t0:.1f} s (rc {rc})")
+
+    impatient = Server("impatient", "server:\n  drain_grace: 60s\n")
+    s, _ = open_stream(impatient.port, {"prompt": "Write an essay:", "max_tokens": 2000, "ignore_eos": True,
+                                        "stream": True})
+    s.recv(4096)
+    impatient.proc.send_signal(signal.SIGTERM)
+    wait_for("/ready to turn 503", lambda: call(impatient.port, "GET", "/ready")[0] == 503)
+    impatient.proc.send_signal(signal.SIGTERM)
+    rc = impatient.proc.wait(timeout=30)
+    check(rc == 0 and any("again" in line for line in impatient.log), f"a second SIGTERM exits at once (rc {rc})")
 
 
 def test_bad_config():

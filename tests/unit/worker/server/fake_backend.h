@@ -112,6 +112,7 @@ class FakeBackend final : public InferenceBackend {
   }
 
   std::atomic<bool> throw_on_submit{false};
+  std::atomic<size_t> text_repeat{1};      // each token's text repeated: big streams for slow-client tests
   std::atomic<bool> fail_requests{false};  // end every request with kError after one token
 
  private:
@@ -144,6 +145,7 @@ class FakeBackend final : public InferenceBackend {
         } else {
           ev.text = expected_text(r.params.prompt, r.produced + 1).substr(static_cast<size_t>(r.produced));
           ev.tokens = {static_cast<int32_t>(ev.text[0])};
+          ev.text = std::string(text_repeat, ev.text[0]);
           ++r.produced;
           if (fail_requests) {
             ev.finish = FinishReason::kError;

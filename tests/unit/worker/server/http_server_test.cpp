@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <random>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -319,6 +320,41 @@ TEST_F(HttpServerTest, DrainFinishesInFlightRequestsThenStops) {
   EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], FakeBackend::expected_text(bytes("d"), 4));
   thread_.join();  // run() returns by itself once nothing is in flight
   thread_ = std::thread([] {});
+}
+
+TEST_F(HttpServerTest, SlowReaderIsCutAndItsRequestCancelled) {
+  config_.stream_queue_chunks = 4;
+  start();
+  backend_.text_repeat = 256 * 1024;  // ~16 MB in all: more than the socket buffers hold
+  HttpClient c(port_);
+  c.send_request("POST", "/v1/completions", R"({"prompt":"s","max_tokens":60,"stream":true})");
+  // Never read: the server's queue grows past 4 chunks and it gives up on us.
+  EXPECT_TRUE(eventually([&] { return backend_.was_cancelled(1); }));
+  backend_.text_repeat = 1;
+  HttpClient other(port_);
+  EXPECT_EQ(other.request("GET", "/health").status, 200);
+}
+
+TEST_F(HttpServerTest, GarbageInputLeavesTheServerServing) {
+  start();
+  std::mt19937 rng(7);
+  for (int i = 0; i < 50; ++i) {
+    HttpClient c(port_);
+    std::string junk(1 + rng() % 3000, '\0');
+    for (char& ch : junk) ch = static_cast<char>(rng() % 256);
+    if (i % 2 == 0) junk = "POST /v1/completions HTTP/1.1\r\nContent-Length: " + std::to_string(junk.size()) +
+                           "\r\n\r\n" + junk;
+    try {
+      c.send_raw(junk);
+      c.half_close();  // bytes that never finish a request head end with EOF, not a timeout
+      HttpResult r = c.read_response();
+      EXPECT_GE(r.status, 400) << "junk must not succeed";
+    } catch (const std::runtime_error&) {
+      // The server may also just close on bytes that are not HTTP at all.
+    }
+  }
+  HttpClient c(port_);
+  EXPECT_EQ(c.request("GET", "/health").status, 200);
 }
 
 }  // namespace

@@ -44,6 +44,9 @@ class HttpClient {
     fd_ = -1;
   }
 
+  // Tells the server we will send nothing more (it reads EOF), keeping the read side open.
+  void half_close() { ::shutdown(fd_, SHUT_WR); }
+
   void send_raw(const std::string& data) {
     size_t off = 0;
     while (off < data.size()) {

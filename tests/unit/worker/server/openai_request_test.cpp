@@ -1,6 +1,8 @@
 // Tests for OpenAI request parsing: accepted shapes, and 400s that name the offending field.
 #include "server/openai_request.h"
 
+#include <random>
+
 #include <gtest/gtest.h>
 
 namespace vigil {
@@ -113,6 +115,35 @@ TEST(OpenAiRequest, DefaultMaxTokens) {
   EXPECT_EQ(resolve_max_tokens(c, 10, 100), 90);
   c.max_tokens = 5;
   EXPECT_EQ(resolve_max_tokens(c, 10, 100), 5);
+}
+
+// Outside input: mutated bodies never throw, and every rejection is a 400 naming a field.
+TEST(OpenAiRequest, MutatedBodiesGiveAnAnswerNeverAThrow) {
+  const std::string seeds[] = {
+      R"({"model":"m","prompt":"hi","max_tokens":5,"temperature":0.5,"stop":["a"],"stream":true})",
+      R"({"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"seed":7,"top_k":3})",
+      R"({"prompt":[1,2,3],"stream_options":{"include_usage":true},"priority":-2})"};
+  std::mt19937 rng(42);
+  const std::string alphabet = "{}[]\":,0123456789.-eE truefalsnul\\\xff";
+  for (int i = 0; i < 20000; ++i) {
+    std::string body = seeds[static_cast<size_t>(i) % 3];
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits && !body.empty(); ++e) {
+      const size_t pos = rng() % body.size();
+      switch (rng() % 3) {
+        case 0: body[pos] = alphabet[rng() % alphabet.size()]; break;
+        case 1: body.erase(pos, 1 + rng() % 8); break;
+        default: body.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
+      }
+    }
+    const ApiKind kind = i % 3 == 1 ? ApiKind::kChat : ApiKind::kCompletion;
+    std::variant<CompletionRequest, ApiError> r;
+    ASSERT_NO_THROW(r = parse_completion_request(body, kind)) << body;
+    if (auto* e = std::get_if<ApiError>(&r)) {
+      EXPECT_EQ(e->status, 400) << body;
+      EXPECT_FALSE(e->param.empty()) << body;
+    }
+  }
 }
 
 }  // namespace

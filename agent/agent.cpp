@@ -19,6 +19,7 @@
 #include "collectors/nccl_collector.h"
 #include "collectors/self_collector.h"
 #include "collectors/tcp_collector.h"
+#include "collectors/xid_collector.h"
 #include "discovery/library_scanner.h"
 #include "discovery/process_table.h"
 #include "export/http_server.h"
@@ -27,6 +28,7 @@
 #include "probes/proc_probe.h"
 #include "probes/tcp_probe.h"
 #include "probes/usdt_probe.h"
+#include "probes/xid_probe.h"
 
 namespace vigil::agent {
 namespace {
@@ -105,6 +107,21 @@ class Agent {
         stats_.set_enabled("usdt", false, "load_failed");
       }
     }
+    if (!cfg_.probes.xid) {
+      stats_.set_enabled("xid", false, "disabled_by_config");
+    } else {
+      try {
+        xid_ = std::make_unique<XidProbe>(cfg_.kernel_btf, stats_);
+        collectors_.push_back({"xid", std::make_shared<XidCollector>(xid_->xids_fd())});
+        stats_.set_enabled("xid", true, "");
+      } catch (const TracepointMissing& e) {
+        std::fprintf(stderr, "vigil-agent: xid probe disabled: %s (no NVIDIA open kernel module)\n", e.what());
+        stats_.set_enabled("xid", false, "tracepoint_missing");
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "vigil-agent: xid probe disabled: %s\n", e.what());
+        stats_.set_enabled("xid", false, "load_failed");
+      }
+    }
     if (cuda_ || nccl_ || usdt_) {
       try {
         proc_ = std::make_unique<ProcProbe>(cfg_.kernel_btf, stats_, [this](uint32_t pid, bool exec) {
@@ -125,6 +142,7 @@ class Agent {
     else std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
     if (nccl_) nccl_->consume();
     if (proc_) proc_->consume();
+    if (xid_) xid_->consume();
   }
 
   HttpResponse handle(const std::string& path) {
@@ -207,6 +225,7 @@ class Agent {
   std::unique_ptr<UsdtProbe> usdt_;
   std::shared_ptr<AllocatorCollector> allocators_;
   std::unique_ptr<ProcProbe> proc_;
+  std::unique_ptr<XidProbe> xid_;
   std::map<uint32_t, std::chrono::steady_clock::time_point> exec_scans_;  // pid -> scan until
   std::chrono::steady_clock::time_point next_full_scan_{};
   std::vector<NamedCollector> collectors_;

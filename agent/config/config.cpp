@@ -144,6 +144,7 @@ Config parse_config(const std::string& yaml_text) {
              {"cuda", [&](const std::string& kk, const YAML::Node& vv) { cfg.probes.cuda = boolean(kk, vv); }},
              {"nccl", [&](const std::string& kk, const YAML::Node& vv) { cfg.probes.nccl = boolean(kk, vv); }},
              {"usdt", [&](const std::string& kk, const YAML::Node& vv) { cfg.probes.usdt = boolean(kk, vv); }},
+             {"xid", [&](const std::string& kk, const YAML::Node& vv) { cfg.probes.xid = boolean(kk, vv); }},
          });
        }},
       {"libraries", [&](const std::string& k, const YAML::Node& v) {

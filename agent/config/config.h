@@ -16,6 +16,7 @@ struct ProbeSets {
   bool cuda = true;
   bool nccl = true;
   bool usdt = true;
+  bool xid = true;  // nvidia:nvidia_dev_xid, when the NVIDIA module defines it
 };
 
 struct LibrarySearch {

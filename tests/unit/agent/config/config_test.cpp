@@ -19,7 +19,8 @@ TEST(Config, EveryKnob) {
 kernel_btf: /tmp/vmlinux
 poll_interval: 250ms
 grace_period: 2m
-probes: {tcp: false, cuda: true, nccl: off, usdt: no}
+probes: {tcp: false, cuda: true, nccl: off, usdt: no, xid: false}
+discovery_interval: 30s
 libraries:
   discover: false
   cuda: [/opt/a/libcuda.so.1]
@@ -36,6 +37,8 @@ tcp: {top_peers: 3}
   EXPECT_FALSE(c.probes.tcp);
   EXPECT_FALSE(c.probes.nccl);
   EXPECT_FALSE(c.probes.usdt);
+  EXPECT_FALSE(c.probes.xid);
+  EXPECT_EQ(c.discovery_interval, std::chrono::seconds(30));
   ASSERT_EQ(c.libraries.usdt.size(), 1u);
   EXPECT_FALSE(c.libraries.discover);
   ASSERT_EQ(c.libraries.cuda.size(), 1u);

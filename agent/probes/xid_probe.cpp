@@ -1,0 +1,78 @@
+// Loads xid.bpf.c for nvidia:nvidia_dev_xid. The module's event record layout is read from its
+// format file at start (its types are not in vmlinux BTF), so a module that reorders the fields
+// still decodes; a module without the tracepoint leaves the set disabled, not the agent.
+#include "probes/xid_probe.h"
+
+#include <linux/types.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "probes/tracepoint_format.h"
+#include "xid.h"
+#include "xid.skel.h"
+
+namespace vigil::agent {
+
+void XidProbe::SkelDeleter::operator()(xid_bpf* s) const { xid_bpf__destroy(s); }
+void XidProbe::RingDeleter::operator()(ring_buffer* r) const { ring_buffer__free(r); }
+
+XidProbe::XidProbe(const std::string& btf_path, AgentStats& stats, const XidTracepoint& tp) : stats_(stats) {
+  auto fields = read_tracepoint_format(tp.tracefs, tp.category, tp.name);
+  if (!fields) throw TracepointMissing(tp.category + ":" + tp.name + " not in " + tp.tracefs);
+  auto field = [&](const std::string& name, bool data_loc) {
+    auto it = fields->find(name);
+    if (it == fields->end() || it->second.data_loc() != data_loc || it->second.size != 4)
+      throw std::runtime_error(tp.category + ":" + tp.name + ": field '" + name + "' missing or not " +
+                               (data_loc ? "a __data_loc string" : "a 32-bit integer"));
+    return it->second.offset;
+  };
+  LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
+  skel_.reset(xid_bpf__open_opts(&opts));
+  if (!skel_) throw std::runtime_error("open xid.bpf.o: " + errno_reason(errno));
+  skel_->rodata->dev_loc_off = field(tp.dev_field, true);
+  skel_->rodata->code_off = field(tp.code_field, false);
+  skel_->rodata->msg_loc_off = field(tp.msg_field, true);
+  if (int err = xid_bpf__load(skel_.get())) throw std::runtime_error("load xid.bpf.o: " + errno_reason(err));
+  ring_.reset(ring_buffer__new(bpf_map__fd(skel_->maps.events), on_event, this, nullptr));
+  if (!ring_) throw std::runtime_error("xid ring buffer: " + errno_reason(errno));
+  link_.reset(bpf_program__attach_tracepoint(skel_->progs.nvidia_dev_xid, tp.category.c_str(), tp.name.c_str()));
+  if (!link_) {
+    int err = errno;
+    stats_.attach_failure("xid", errno_reason(err));
+    throw std::runtime_error("attach " + tp.category + ":" + tp.name + ": " + errno_reason(err));
+  }
+  stats_.add_attached("xid", 1);
+  stats_.add_kernel_source("xid", [this] { return read_probe_stats(skel_->maps.probe_stats); });
+}
+
+XidProbe::~XidProbe() {
+  stats_.add_kernel_source("xid", [] { return KernelCounters{}; });
+  stats_.add_attached("xid", -1);
+  link_.reset();
+}
+
+int XidProbe::on_event(void* ctx, void* data, size_t size) {
+  auto* self = static_cast<XidProbe*>(ctx);
+  if (size < sizeof(xid_event)) return 0;
+  xid_event e;
+  std::memcpy(&e, data, sizeof e);
+  self->stats_.ringbuf_event("xid");
+  char line[320];
+  std::snprintf(line, sizeof line, "vigil-agent: xid: gpu=%.*s xid=%u pid=%u msg=%.*s", XID_DEV_LEN, e.dev,
+                e.code, e.pid, XID_MSG_LEN, e.msg);
+  self->recent_.emplace_back(line);
+  if (self->recent_.size() > kRecent) self->recent_.pop_front();
+  if (self->log_limit_.allow()) std::fprintf(stderr, "%s\n", line);
+  return 0;
+}
+
+void XidProbe::consume() {
+  int n = ring_buffer__consume(ring_.get());
+  if (n < 0 && n != -EINTR) std::fprintf(stderr, "vigil-agent: xid ring buffer: %s\n", errno_reason(n).c_str());
+}
+
+int XidProbe::xids_fd() const { return bpf_map__fd(skel_->maps.xids); }
+
+}  // namespace vigil::agent

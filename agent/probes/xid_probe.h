@@ -1,0 +1,64 @@
+// Attaches xid.bpf.c to nvidia:nvidia_dev_xid when the NVIDIA module defines it (attach if
+// present), with field offsets from its format file; logs each XID with its message.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "collectors/agent_stats.h"
+#include "probes/bpf_util.h"
+
+struct xid_bpf;
+struct ring_buffer;
+
+namespace vigil::agent {
+
+// Which tracepoint, and which of its fields are the PCI device, the XID code and the message.
+// The defaults are the NVIDIA module's; tests point it at a tracepoint of the same shape.
+struct XidTracepoint {
+  std::string tracefs = "/sys/kernel/tracing";
+  std::string category = "nvidia";
+  std::string name = "nvidia_dev_xid";
+  std::string dev_field = "dev";
+  std::string code_field = "error_code";
+  std::string msg_field = "msg";
+};
+
+class TracepointMissing : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class XidProbe {
+ public:
+  // Throws TracepointMissing when the tracepoint is absent, std::runtime_error on other failures.
+  XidProbe(const std::string& btf_path, AgentStats& stats, const XidTracepoint& tp = {});
+  ~XidProbe();
+  XidProbe(const XidProbe&) = delete;
+  XidProbe& operator=(const XidProbe&) = delete;
+
+  void consume();
+  int xids_fd() const;
+  // The latest event lines (at most kRecent), oldest first.
+  const std::deque<std::string>& recent_events() const { return recent_; }
+  static constexpr size_t kRecent = 64;
+
+ private:
+  static int on_event(void* ctx, void* data, size_t size);
+  struct SkelDeleter {
+    void operator()(xid_bpf* s) const;
+  };
+  struct RingDeleter {
+    void operator()(ring_buffer* r) const;
+  };
+  AgentStats& stats_;
+  std::unique_ptr<xid_bpf, SkelDeleter> skel_;
+  std::unique_ptr<ring_buffer, RingDeleter> ring_;
+  Link link_;
+  LogLimiter log_limit_{50};
+  std::deque<std::string> recent_;
+};
+
+}  // namespace vigil::agent

@@ -31,8 +31,8 @@ struct Activations {
   int64_t f_stride = 0;
 };
 
-// Matmuls of at most this many tokens take the decode kernels (one row at a time, two
-// accumulator sets); their results may differ from a batched run's in the last bits.
+// Matmuls of at most this many tokens take the decode kernels, which stream one row at a time
+// (same results as the batched kernels, bit for bit).
 inline constexpr int64_t kDecodeTokens = 2;
 
 struct TileJob {

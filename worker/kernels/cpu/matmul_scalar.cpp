@@ -1,5 +1,6 @@
 // Portable matmul kernels: the scalar path (any x86-64 CPU) and the Q6_K kernel every path shares.
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/cpu/matmul_kernels.h"
 #include "kernels/cpu/quants.h"
@@ -29,12 +30,16 @@ void tile_float(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t 
   }
 }
 
-// Q4_0 / Q4_1 / Q8_0 against Q8_0 / Q8_1 activations: exact integer sums per block, then
-// d_w·d_x·Σ (+ m·s for Q4_1), as ggml's generic dot products.
+// Q4_0 / Q4_1 / Q8_0 against Q8_0 / Q8_1 activations, with ggml's x86 arithmetic emulated step
+// by step so that this path gives llama.cpp's bits too (see microtile_q32 in matmul_simd.h):
+// 8 lanes of exact integer sums over 4 elements each, fused into lane accumulators block by
+// block, ggml's horizontal-sum order, then Q4_1's Σ m·s by fused multiply-adds.
 enum class Kind { Q4_0, Q4_1, Q8_0 };
 
-// The reference quantizer writes s contiguously; the kernels want it block-major.
-constexpr int64_t kMaxBlocksPerCall = 64;
+float ggml_hsum8(const float lane[8]) {
+  const float r0 = lane[4] + lane[0], r1 = lane[5] + lane[1], r2 = lane[6] + lane[2], r3 = lane[7] + lane[3];
+  return (r0 + r2) + (r1 + r3);
+}
 
 template <Kind kKind>
 void tile_q32(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
@@ -48,31 +53,39 @@ void tile_q32(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1
     for (int64_t t = t0; t < t1; ++t) {
       const int8_t* xq = a.qs + t * a.q_stride;
       const float* xd = a.d + t * a.n_blocks;
-      float sum = 0.0f;
+      float lane[8] = {};
+      float m_terms = 0.0f;
       for (int64_t b = 0; b < a.n_blocks; ++b, xq += kQK) {
         const uint8_t* blk = row + static_cast<size_t>(b) * kBlockBytes;
-        const float dw = fp16_to_fp32(load_u16(blk));
-        int isum = 0;
+        int wq[kQK];  // the weight block as integers, in element order
         if constexpr (kKind == Kind::Q8_0) {
-          const auto* wq = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ8_0, qs));
-          for (int j = 0; j < kQK; ++j) isum += wq[j] * xq[j];
+          const auto* q = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ8_0, qs));
+          for (int j = 0; j < kQK; ++j) wq[j] = q[j];
         } else {
           const int offset = kKind == Kind::Q4_0 ? 8 : 0;
-          const uint8_t* qs = blk + (kKind == Kind::Q4_0 ? offsetof(BlockQ4_0, qs)
-                                                         : offsetof(BlockQ4_1, qs));
+          const uint8_t* qs = blk + (kKind == Kind::Q4_0 ? offsetof(BlockQ4_0, qs) : offsetof(BlockQ4_1, qs));
           for (int j = 0; j < kQK / 2; ++j) {
-            isum += ((qs[j] & 0x0f) - offset) * xq[j] + ((qs[j] >> 4) - offset) * xq[j + kQK / 2];
+            wq[j] = (qs[j] & 0x0f) - offset;
+            wq[j + kQK / 2] = (qs[j] >> 4) - offset;
           }
         }
-        sum += dw * xd[b] * static_cast<float>(isum);
+        const float scale = fp16_to_fp32(load_u16(blk)) * xd[b];
+        for (int k = 0; k < 8; ++k) {
+          int sum = 0;
+          for (int j = 4 * k; j < 4 * k + 4; ++j) sum += wq[j] * xq[j];
+          lane[k] = std::fma(static_cast<float>(sum), scale, lane[k]);
+        }
         if constexpr (kKind == Kind::Q4_1) {
-          sum += fp16_to_fp32(load_u16(blk + offsetof(BlockQ4_1, m))) * a.s[b * a.s_stride + t];
+          m_terms = std::fma(fp16_to_fp32(load_u16(blk + offsetof(BlockQ4_1, m))), a.s[b * a.s_stride + t], m_terms);
         }
       }
-      job.y[t * w.rows + r] = sum;
+      job.y[t * w.rows + r] = ggml_hsum8(lane) + m_terms;
     }
   }
 }
+
+// The reference quantizer writes s contiguously; the kernels want it block-major.
+constexpr int64_t kMaxBlocksPerCall = 64;
 
 void quantize_q8_1_strided(const float* x, int64_t n, int8_t* qs, float* d, float* s, int64_t s_stride) {
   float s_block[kMaxBlocksPerCall];

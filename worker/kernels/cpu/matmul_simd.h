@@ -22,8 +22,9 @@
 namespace vigil::kernels {
 namespace {
 
+// ggml's hsum_float_8, operation for operation: (l0+l4 + l2+l6) + (l1+l5 + l3+l7).
 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
@@ -126,14 +127,16 @@ enum class Kind { Q4_0, Q4_1, Q8_0 };
 // a third over the hardware prefetcher alone.
 constexpr size_t kPrefetchTiles = 4;
 
-// One micro-tile of a 32-element-block type: R weight rows × T tokens over all blocks. Each lane
-// accumulator holds 8 partial sums of d_w·d_x·Σq; the integer part of every block is exact.
+// One micro-tile of a 32-element-block type: R weight rows × T tokens over all blocks.
+// Every (row, token) result is computed exactly as ggml's x86 vec_dot computes it, so the results
+// are bit-identical to llama.cpp's (tests/unit/worker/kernels/ggml_parity_test.cpp): 8 lanes of
+// exact integer block sums, each fused into its lane accumulator as acc += (d_w·d_x)·Σ in block
+// order, then ggml's horizontal sum; Q4_1 adds Σ m·s, accumulated by fused multiply-adds in
+// block order, at the end. (That Q8 activation rounding makes the forward pass amplify any last-bit
+// difference, so "close" matmuls are not enough to stay token-exact.)
 // Q4_1's m·s terms go to one more accumulator per row whose lane t belongs to token t, so they
 // cost one multiply-add per row and block instead of one per row, token and block.
-// kSets accumulator sets take alternate blocks: with one row and one token the loop is otherwise
-// bound by the latency of the multiply-add chain, with more the tile has independent chains.
-// For a given kSets, a (row, token) result is computed in the same order whatever R and T are.
-template <class Isa, Kind kKind, int R, int T, int kSets>
+template <class Isa, Kind kKind, int R, int T>
 void microtile_q32(const uint8_t* const* rows, const Activations& a, int64_t t0, size_t prefetch_ahead,
                    float out[R][T]) {
   static_assert(T <= 8, "Q4_1's m·s lanes hold at most 8 tokens");
@@ -154,15 +157,13 @@ void microtile_q32(const uint8_t* const* rows, const Activations& a, int64_t t0,
   const uint8_t* row[R];
   for (int r = 0; r < R; ++r) row[r] = rows[r];
   const __m256i zero = _mm256_setzero_si256();
-  __m256 acc[kSets][R][T];
-  [[maybe_unused]] __m256 macc[kSets][R];
-  for (int set = 0; set < kSets; ++set) {
-    for (int r = 0; r < R; ++r) {
-      macc[set][r] = _mm256_setzero_ps();
-      for (int t = 0; t < T; ++t) acc[set][r][t] = _mm256_setzero_ps();
-    }
+  __m256 acc[R][T];
+  [[maybe_unused]] __m256 macc[R];
+  for (int r = 0; r < R; ++r) {
+    macc[r] = _mm256_setzero_ps();
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   }
-  auto add_block = [&](int64_t b, __m256 (&accs)[R][T], [[maybe_unused]] __m256 (&maccs)[R]) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
     __m256i wq[R];
     [[maybe_unused]] typename Isa::Q8Row w8[R];
     __m256 wd[R];
@@ -177,7 +178,7 @@ void microtile_q32(const uint8_t* const* rows, const Activations& a, int64_t t0,
         std::memcpy(&dm_bits, blk, sizeof dm_bits);
         const __m256 dm = _mm256_cvtph_ps(_mm_set1_epi32(static_cast<int>(dm_bits)));
         wd[r] = _mm256_permute_ps(dm, 0x00);
-        maccs[r] = _mm256_fmadd_ps(_mm256_permute_ps(dm, 0x55), sx, maccs[r]);
+        macc[r] = _mm256_fmadd_ps(_mm256_permute_ps(dm, 0x55), sx, macc[r]);
         wq[r] = unpack_nibbles(blk + offsetof(BlockQ4_1, qs));
       } else if constexpr (kKind == Kind::Q4_0) {
         wd[r] = broadcast_fp16(blk);
@@ -202,24 +203,15 @@ void microtile_q32(const uint8_t* const* rows, const Activations& a, int64_t t0,
         if constexpr (kKind == Kind::Q4_1) isum = Isa::dot_u8s8(zero, wq[r], xq);
         if constexpr (kKind == Kind::Q4_0) isum = Isa::dot_u8s8(bias, wq[r], xq);
         if constexpr (kKind == Kind::Q8_0) isum = Isa::q8_dot(w8[r], xa);
-        accs[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(wd[r], dx), accs[r][t]);
+        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(wd[r], dx), acc[r][t]);
       }
     }
-  };
-  int64_t b = 0;
-  for (; b + kSets <= n_blocks; b += kSets) {
-    for (int set = 0; set < kSets; ++set) add_block(b + set, acc[set], macc[set]);
   }
-  for (; b < n_blocks; ++b) add_block(b, acc[0], macc[0]);
   for (int r = 0; r < R; ++r) {
-    for (int set = 1; set < kSets; ++set) {
-      macc[0][r] = _mm256_add_ps(macc[0][r], macc[set][r]);
-      for (int t = 0; t < T; ++t) acc[0][r][t] = _mm256_add_ps(acc[0][r][t], acc[set][r][t]);
-    }
     [[maybe_unused]] alignas(32) float m_terms[8];
-    if constexpr (kKind == Kind::Q4_1) _mm256_store_ps(m_terms, macc[0][r]);
+    if constexpr (kKind == Kind::Q4_1) _mm256_store_ps(m_terms, macc[r]);
     for (int t = 0; t < T; ++t) {
-      out[r][t] = hsum(acc[0][r][t]);
+      out[r][t] = hsum(acc[r][t]);
       if constexpr (kKind == Kind::Q4_1) out[r][t] += m_terms[t];
     }
   }
@@ -309,16 +301,15 @@ void with_token_count(int n_t, F&& f) {
 
 // Decode (one or two tokens) is bound by streaming weights from memory, and reading one row at a
 // time keeps that a single sequential stream (four interleaved rows ran at half the bandwidth on
-// Zen 4); larger batches reuse each loaded block across Isa::kRows rows. The choice depends on the
-// whole matmul's token count, never on a tile's, so every token of a batch is summed alike.
-template <class Isa, Kind kKind, int R, int kSets>
+// Zen 4); larger batches reuse each loaded block across Isa::kRows rows. Both give the same bits.
+template <class Isa, Kind kKind, int R>
 void walk_q32(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   constexpr int TM = Isa::kTokens;
   walk_tiles<R, TM>(job, r0, r1, t0, t1, [&](const uint8_t* const* rows, int64_t t, int n_t, float (&out)[R][TM]) {
     with_token_count<TM>(n_t, [&](auto tokens) {
       constexpr int T = decltype(tokens)::value;
       float part[R][T];
-      microtile_q32<Isa, kKind, R, T, kSets>(rows, *job.act, t, kPrefetchTiles * R * job.row_bytes, part);
+      microtile_q32<Isa, kKind, R, T>(rows, *job.act, t, kPrefetchTiles * R * job.row_bytes, part);
       for (int i = 0; i < R; ++i)
         for (int j = 0; j < T; ++j) out[i][j] = part[i][j];
     });
@@ -327,8 +318,8 @@ void walk_q32(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1
 
 template <class Isa, Kind kKind>
 void tile_q32(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-  if (job.n_tokens <= kDecodeTokens) return walk_q32<Isa, kKind, 1, 2>(job, r0, r1, t0, t1);
-  walk_q32<Isa, kKind, Isa::kRows, 1>(job, r0, r1, t0, t1);
+  if (job.n_tokens <= kDecodeTokens) return walk_q32<Isa, kKind, 1>(job, r0, r1, t0, t1);
+  walk_q32<Isa, kKind, Isa::kRows>(job, r0, r1, t0, t1);
 }
 
 template <class Isa, FloatKind kKind>

@@ -30,6 +30,9 @@ class MatmulScratch {
 };
 
 // y[t, r] = Σ_c W[r, c] · x[t, c] for t < n_tokens, r < rows.
+// Activations are quantized like ggml's CPU backend (Q8_1 for Q4_1, Q8_0 for Q4_0/Q8_0, Q8_K for
+// Q6_K; F16/BF16 weights see x rounded to their type). For Q4_0, Q4_1 and Q8_0 the results are
+// bit-identical to llama.cpp's x86 build on every kernel path and for any batch composition.
 // x: [n_tokens, cols] f32, y: [n_tokens, rows] f32. Weights are read once for the whole batch.
 // Supported types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q6_K; others throw std::invalid_argument.
 void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,

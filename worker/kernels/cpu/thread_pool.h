@@ -17,10 +17,14 @@ class ThreadPool {
   // n_threads counts the calling thread, which always takes part in parallel_for.
   explicit ThreadPool(int n_threads);
   // spin_before_sleep: how long an idle thread polls for work before it blocks. Polling spares
-  // the futex wake-up between the hundreds of parallel_for calls of a decode step; on a machine
-  // whose cores are shared with other busy processes, a short spin (or 0) wastes less.
+  // the futex wake-up between the back-to-back parallel_for calls of a layer; but a spinning
+  // thread uses up its CPU share, and on cores shared with other busy processes the scheduler
+  // then preempts it in the middle of a task, stalling the whole matmul. Measured on the 2-core
+  // dev machine under load ~5 (decode-step matmuls, 2 threads): 0 µs 11.8–14.0 ms, 10 µs
+  // 9.0–13.0 ms, 100 µs 16–17.6 ms, 1 ms 15.6–18.6 ms; one thread 10.8–11.3 ms. A dedicated
+  // machine may prefer a longer spin.
   ThreadPool(int n_threads, std::chrono::microseconds spin_before_sleep);
-  static constexpr std::chrono::microseconds kDefaultSpin{100};
+  static constexpr std::chrono::microseconds kDefaultSpin{10};
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

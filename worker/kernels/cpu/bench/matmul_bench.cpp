@@ -169,8 +169,9 @@ const ModelWeights& model_weights() {
 
 void BM_DecodeStepMatmuls(benchmark::State& state) {
   const ModelWeights& m = model_weights();
-  ThreadPool& pool = pool_of(static_cast<int>(state.range(0)));
   const int64_t tokens = state.range(1);
+  // A pool per spin setting: how long idle threads poll before sleeping matters most here.
+  ThreadPool pool(static_cast<int>(state.range(0)), std::chrono::microseconds(state.range(2)));
   std::vector<float> x(static_cast<size_t>(1536 * tokens), 0.25f), y(static_cast<size_t>(49152 * tokens));
   MatmulScratch scratch;
   for (auto _ : state) {
@@ -183,8 +184,9 @@ void BM_DecodeStepMatmuls(benchmark::State& state) {
 }
 // tokens > 1: one step of continuous batching over that many sequences.
 BENCHMARK(BM_DecodeStepMatmuls)
-    ->ArgNames({"threads", "tokens"})
-    ->Args({1, 1})->Args({2, 1})->Args({1, 2})->Args({1, 3})->Args({1, 4})->Args({1, 8})->Args({2, 16})
+    ->ArgNames({"threads", "tokens", "spin_us"})
+    ->Args({1, 1, 0})->Args({2, 1, 0})->Args({2, 1, 10})->Args({2, 1, 30})->Args({2, 1, 100})->Args({2, 1, 1000})
+    ->Args({1, 2, 0})->Args({1, 4, 0})->Args({1, 8, 0})->Args({2, 16, 100})
     ->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_GgmlDecodeStepMatmuls(benchmark::State& state) {

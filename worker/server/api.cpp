@@ -49,7 +49,7 @@ Routed Api::route(std::string_view method, std::string_view target, std::string_
   if (path == "/metrics")
     return {{200, "text/plain; version=0.0.4; charset=utf-8", metrics_.scrape(backend_.stats()), {}, false}, nullptr};
   if (path == "/v1/models")
-    return {json_reply(200, models_body(model_name_, created_, backend_.config().max_context)), nullptr};
+    return {json_reply(200, models_body(model_name_, backend_.adapters(), created_, backend_.config().max_context)), nullptr};
   return {error_reply({404, "not_found_error", "no such endpoint: " + std::string(path), "", "not_found"}), nullptr};
 }
 

@@ -38,13 +38,14 @@ std::string serialize(const HttpReply& reply, bool keep_alive) {
   return std::move(out).str();
 }
 
-std::string sse_header(bool keep_alive) {
+// HTTP/1.0 has no chunked encoding: its stream simply ends when the connection closes.
+std::string sse_header(bool keep_alive, bool chunked) {
   http::response<http::empty_body> res{http::status::ok, 11};
   res.set(http::field::server, kServerName);
   res.set(http::field::content_type, "text/event-stream");
   res.set(http::field::cache_control, "no-cache");
-  res.keep_alive(keep_alive);
-  res.chunked(true);
+  res.keep_alive(keep_alive && chunked);
+  res.chunked(chunked);
   std::ostringstream out;
   out << res.base();
   return std::move(out).str();
@@ -133,6 +134,7 @@ void HttpSession::read_failed(beast::error_code ec) {
 void HttpSession::handle_request() {
   auto& req = parser_->get();
   keep_alive_ = req.keep_alive();
+  chunked_ = req.version() >= 11;
   in_flight_ = InFlight(state_);
   const auto method = req.method_string();
   const auto target = req.target();
@@ -158,9 +160,10 @@ void HttpSession::start_job() {
   request_id_ = std::get<uint64_t>(submitted);
   generating_ = true;
   response_complete_ = false;
+  if (job_->stream() && !chunked_) keep_alive_ = false;
   after_ = keep_alive_ ? After::kRead : After::kClose;
   stream_.expires_never();  // a queued request may wait long; writes set their own deadline
-  if (job_->stream()) enqueue(sse_header(keep_alive_));
+  if (job_->stream()) enqueue(sse_header(keep_alive_, chunked_));
   watch_disconnect();
 }
 
@@ -170,10 +173,11 @@ void HttpSession::on_engine_event(const RequestEvent& event) {
   std::string out = job_->on_event(event);
   if (closed_) return;  // the client is gone; the job still recorded its metrics
   if (job_->stream()) {
-    if (!out.empty()) enqueue(chunk(out));
+    if (!out.empty()) enqueue(chunked_ ? chunk(out) : std::move(out));
     if (job_->finished()) {
       response_complete_ = true;
-      enqueue(std::string(kLastChunk));
+      if (chunked_) enqueue(std::string(kLastChunk));
+      else if (queue_.empty() && !writing_) on_response_done();
     } else if (queue_.size() > config_.stream_queue_chunks) {
       // The client reads slower than we generate; holding its tokens without bound is worse.
       std::fprintf(stderr, "vigil-worker: client too slow (%zu chunks queued), request %llu cut\n", queue_.size(),

@@ -69,6 +69,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   bool first_request_ = true;
   bool keep_alive_ = false;
+  bool chunked_ = true;  // HTTP/1.1 client: SSE goes out in chunks; HTTP/1.0: close-delimited
   InFlight in_flight_;
 
   std::unique_ptr<CompletionJob> job_;

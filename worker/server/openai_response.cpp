@@ -78,10 +78,14 @@ std::string stream_usage_chunk(const ResponseMeta& meta, const Usage& usage) {
 
 std::string stream_error(const ApiError& error) { return "data: " + error_body(error) + "\n\n"; }
 
-std::string models_body(const std::string& model, int64_t created, int max_context) {
-  json entry = {{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "vigil"},
-                {"root", model}, {"parent", nullptr}, {"max_model_len", max_context}};
-  return dump({{"object", "list"}, {"data", json::array({entry})}});
+std::string models_body(const std::string& model, const std::vector<std::string>& adapters, int64_t created,
+                        int max_context) {
+  json data = json::array({{{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "vigil"},
+                            {"root", model}, {"parent", nullptr}, {"max_model_len", max_context}}});
+  for (const auto& a : adapters)
+    data.push_back({{"id", a}, {"object", "model"}, {"created", created}, {"owned_by", "vigil"}, {"root", a},
+                    {"parent", model}, {"max_model_len", max_context}});
+  return dump({{"object", "list"}, {"data", data}});
 }
 
 }  // namespace vigil

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "server/api_error.h"
 #include "server/openai_request.h"
@@ -40,7 +41,8 @@ std::string stream_usage_chunk(const ResponseMeta& meta, const Usage& usage);
 std::string stream_error(const ApiError& error);
 inline constexpr std::string_view kStreamDone = "data: [DONE]\n\n";
 
-// GET /v1/models: the base model (adapters join the list when the engine serves them).
-std::string models_body(const std::string& model, int64_t created, int max_context);
+// GET /v1/models: the base model, then each LoRA adapter (vLLM's shape: "parent" is the base).
+std::string models_body(const std::string& model, const std::vector<std::string>& adapters, int64_t created,
+                        int max_context);
 
 }  // namespace vigil

@@ -94,6 +94,7 @@ TEST_F(HttpServerTest, HealthReadyModelsMetrics) {
   HttpResult models = c.request("GET", "/v1/models");
   EXPECT_EQ(models.status, 200);
   EXPECT_EQ(json::parse(models.body)["data"][0]["id"], "fake-model");
+  EXPECT_EQ(json::parse(models.body)["data"][1]["id"], "fake-adapter");
   HttpResult metrics = c.request("GET", "/metrics?x=1");
   EXPECT_EQ(metrics.status, 200);
   EXPECT_EQ(metrics.headers["content-type"].rfind("text/plain; version=0.0.4", 0), 0u);
@@ -159,6 +160,23 @@ TEST_F(HttpServerTest, ChatStreamStartsWithTheRole) {
   for (const auto& e : events) text += e["choices"][0]["delta"].value("content", "");
   EXPECT_EQ(text, FakeBackend::expected_text(bytes("user:hi\n"), 3));
   EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(HttpServerTest, Http10StreamEndsWithTheConnection) {
+  start();
+  HttpClient c(port_);
+  std::string body = R"({"prompt":"old","max_tokens":3,"stream":true})";
+  c.send_raw("POST /v1/completions HTTP/1.0\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+             body);
+  HttpResult head = c.read_head();
+  EXPECT_EQ(head.status, 200);
+  EXPECT_EQ(head.headers.count("transfer-encoding"), 0u);
+  bool done = false;
+  auto events = sse_events(c.read_to_eof(), &done);
+  EXPECT_TRUE(done);
+  std::string text;
+  for (const auto& e : events) text += e["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, FakeBackend::expected_text(bytes("old"), 3));
 }
 
 TEST_F(HttpServerTest, KeepAliveAndPipelining) {

@@ -13,6 +13,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace vigil::test {
 
@@ -115,6 +116,13 @@ class HttpClient {
                      const std::string& extra_headers = "") {
     send_request(method, path, body, extra_headers);
     return read_response();
+  }
+
+  // Everything the server sends until it closes the connection.
+  std::string read_to_eof() {
+    char tmp[4096];
+    for (ssize_t n; (n = ::recv(fd_, tmp, sizeof tmp, 0)) > 0;) buf_.append(tmp, static_cast<size_t>(n));
+    return std::exchange(buf_, {});
   }
 
   // True when the server closed the connection (reads EOF), after any bytes still buffered.

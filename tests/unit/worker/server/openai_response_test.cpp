@@ -79,10 +79,14 @@ TEST(OpenAiResponse, InvalidUtf8IsReplacedNotThrown) {
 }
 
 TEST(OpenAiResponse, Models) {
-  json m = json::parse(models_body("smol", 5, 2048));
+  json m = json::parse(models_body("smol", {"sql-lora"}, 5, 2048));
   EXPECT_EQ(m["object"], "list");
+  ASSERT_EQ(m["data"].size(), 2u);
   EXPECT_EQ(m["data"][0]["id"], "smol");
+  EXPECT_TRUE(m["data"][0]["parent"].is_null());
   EXPECT_EQ(m["data"][0]["max_model_len"], 2048);
+  EXPECT_EQ(m["data"][1]["id"], "sql-lora");
+  EXPECT_EQ(m["data"][1]["parent"], "smol");
 }
 
 }  // namespace

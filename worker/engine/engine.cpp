@@ -179,9 +179,7 @@ void Engine::admit() {
 void Engine::step() {
   admit();
   if (running_.empty()) {
-    std::lock_guard lock(mu_);
-    stats_.running = 0;
-    stats_.waiting = static_cast<int>(waiting_.size());
+    publish_stats(0);
     return;
   }
   // Serve in policy order; preemption takes from the back (the request the policy ranks last).
@@ -239,6 +237,7 @@ void Engine::step() {
       std::erase_if(running_, [&](const auto& r) {
         return std::any_of(plan.begin(), plan.end(), [&](const Slice& s) { return s.seq == r.get(); });
       });
+      publish_stats(preempted);
       return;
     }
   }
@@ -282,6 +281,10 @@ void Engine::step() {
   std::erase_if(running_, [&](const auto& r) { return std::find(done.begin(), done.end(), r.get()) != done.end(); });
 
   VIGIL_PROBE(scheduler_step, running_.size(), waiting_.size(), batch_.size(), blocks_.free_blocks());
+  publish_stats(preempted);
+}
+
+void Engine::publish_stats(uint64_t preempted) {
   std::lock_guard lock(mu_);
   stats_.running = static_cast<int>(running_.size());
   stats_.waiting = static_cast<int>(waiting_.size());
@@ -292,6 +295,11 @@ void Engine::step() {
 
 void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error) {
   blocks_.release(seq.kv);
+  {
+    // Whoever sees the final event also sees the blocks back in stats().
+    std::lock_guard lock(mu_);
+    stats_.kv_blocks_free = blocks_.free_blocks();
+  }
   RequestEvent& e = seq.pending;
   if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
     e.text += seq.stops.push(seq.utf8.flush());

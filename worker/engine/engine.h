@@ -75,6 +75,7 @@ class Engine {
   void step();
   void admit();
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "");
+  void publish_stats(uint64_t preempted);  // copies the engine thread's counts into stats_
 
   const LlamaModel& model_;
   const Vocab& vocab_;

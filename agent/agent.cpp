@@ -20,6 +20,7 @@
 #include "collectors/self_collector.h"
 #include "collectors/tcp_collector.h"
 #include "collectors/xid_collector.h"
+#include "correlate/nccl_tcp_collector.h"
 #include "discovery/library_scanner.h"
 #include "discovery/process_table.h"
 #include "export/http_server.h"
@@ -107,6 +108,9 @@ class Agent {
         stats_.set_enabled("usdt", false, "load_failed");
       }
     }
+    if (nccl_ && tcp_)
+      collectors_.push_back({"nccl_tcp", std::make_shared<NcclTcpCollector>(nccl_->procs_fd(), tcp_->procs_fd(),
+                                                                            cfg_.collective_timeout, processes_)});
     if (!cfg_.probes.xid) {
       stats_.set_enabled("xid", false, "disabled_by_config");
     } else {

@@ -77,8 +77,10 @@ static __always_inline struct tcp_peer_val *peer_of(const struct sock *sk, struc
 	return lookup_or_init(&peers, &k, &zero);
 }
 
-/* The timer state of the socket now: RTO and backoff are what the next timeout will use. */
-static __always_inline void record_timer_state(const struct sock *sk, const struct tcp_owner *owner)
+/* The timer state of the socket at a retransmit attempt. RTO and backoff are the values of the
+ * timeout that just fired (the kernel doubles them after). icsk_retransmits counts timeouts
+ * without progress; at 0 a new run begins, and its start is when the stall began. */
+static __always_inline void record_timer_state(const struct sock *sk, struct tcp_owner *owner)
 {
 	static const struct tcp_proc_state zero;
 	const struct inet_connection_sock *icsk = (const void *)sk;
@@ -96,8 +98,14 @@ static __always_inline void record_timer_state(const struct sock *sk, const stru
 		st->retransmits = BPF_CORE_READ(icsk, icsk_retransmits);
 	st->srtt_us = BPF_CORE_READ(tp, srtt_us) >> 3; /* stored <<3 */
 	st->ts_ns = bpf_ktime_get_ns();
-	if (owner)
+	st->stall_start_ns = 0;
+	if (owner) {
 		__builtin_memcpy(st->comm, owner->comm, sizeof(st->comm));
+		if (!st->retransmits || !owner->stall_start_ns)
+			owner->stall_start_ns = st->ts_ns;
+		if (st->retransmits)
+			st->stall_start_ns = owner->stall_start_ns;
+	}
 }
 
 /* Segments this retransmit added to RetransSegs. Since 6.14 the tracepoint also fires for
@@ -140,10 +148,10 @@ static __always_inline int on_retransmit(const struct sock *sk, const struct sk_
 	stat_inc(VIGIL_STAT_EVENTS);
 	v = peer_of(sk, &owner);
 	segs = counted_segs(sk, skb, owner);
-	if (!segs)
-		return 0; /* an attempt the kernel did not count: timer state unchanged */
-	if (v)
+	if (v && segs)
 		__sync_fetch_and_add(&v->retrans_segs, segs);
+	/* Counted or not (a timeout whose retransmit found the original still queued), the attempt
+	 * shows the socket's timer state; skipping it would leave a stale stall start behind. */
 	record_timer_state(sk, owner);
 	return 0;
 }

@@ -8,6 +8,7 @@ struct tcp_owner {
 	__u32 tgid;
 	__u32 total_retrans; /* tp->total_retrans already counted for this socket */
 	char comm[VIGIL_COMM_LEN];
+	__u64 stall_start_ns; /* first retransmit of the current run of timeouts */
 };
 
 /* Counters per (process, peer address); tgid 0 means "socket with no known owner". */
@@ -31,6 +32,7 @@ struct tcp_proc_state {
 	__u64 srtt_us;
 	__u32 backoff;
 	__u32 retransmits;
-	__u64 ts_ns;
+	__u64 ts_ns;          /* of the latest retransmit attempt (bpf_ktime_get_ns) */
+	__u64 stall_start_ns; /* its socket's first retransmit without progress since; 0: none */
 	char comm[VIGIL_COMM_LEN];
 };

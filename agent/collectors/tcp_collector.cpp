@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #include "export/metric_builder.h"
@@ -34,6 +35,22 @@ LabelList process_labels(uint32_t pid, const ProcessLabels& p, const std::string
 }
 
 }  // namespace
+
+uint64_t monotonic_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);  // the clock of bpf_ktime_get_ns
+  return static_cast<uint64_t>(t.tv_sec) * 1000000000ULL + static_cast<uint64_t>(t.tv_nsec);
+}
+
+double stall_seconds(const tcp_proc_state& s, uint64_t now_ns) {
+  if (!s.stall_start_ns || now_ns < s.ts_ns) return 0;
+  // The next timeout fires 2 x RTO after the latest (the kernel doubles it, up to 120 s). Well
+  // past that with no new retransmit, the socket made progress or gave up: no stall.
+  double next = std::min(2.0 * static_cast<double>(s.rto_us) / 1e6, 120.0);
+  double since_last = static_cast<double>(now_ns - s.ts_ns) / 1e9;
+  if (since_last > next + std::max(1.0, next / 2)) return 0;
+  return static_cast<double>(now_ns - s.stall_start_ns) / 1e9;
+}
 
 void TcpCollector::expire() const {
   std::set<uint32_t> dead;
@@ -83,6 +100,10 @@ std::vector<prometheus::MetricFamily> TcpCollector::Collect() const {
                                  "Retransmits of the same data without progress (icsk_retransmits) at the latest retransmit.",
                                  MetricType::Gauge);
   auto srtt = make_family("tcp_srtt_seconds", "Smoothed RTT of the socket at the latest retransmit.", MetricType::Gauge);
+  auto stall = make_family("tcp_stall_seconds",
+                           "How long the process's latest retransmitting socket has been timing out without progress; 0 when it is not.",
+                           MetricType::Gauge);
+  uint64_t now = monotonic_ns();
 
   std::lock_guard lock(mu_);
   for (auto& [pid, rows] : by_pid) {
@@ -127,8 +148,9 @@ std::vector<prometheus::MetricFamily> TcpCollector::Collect() const {
     add_sample(backoff, l, s.backoff);
     add_sample(consecutive, l, s.retransmits);
     add_sample(srtt, l, static_cast<double>(s.srtt_us) / 1e6);
+    add_sample(stall, l, stall_seconds(s, now));
   }
-  return {retrans, synack, resets, rto, backoff, consecutive, srtt};
+  return {retrans, synack, resets, rto, backoff, consecutive, srtt, stall};
 }
 
 }  // namespace vigil::agent

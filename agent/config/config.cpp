@@ -160,6 +160,11 @@ Config parse_config(const std::string& yaml_text) {
              {"fragmentation", [&](const std::string& kk, const YAML::Node& vv) { cfg.fragmentation_window = duration(kk, vv); }},
          });
        }},
+      {"correlation", [&](const std::string& k, const YAML::Node& v) {
+         walk(k, v, {
+             {"collective_timeout", [&](const std::string& kk, const YAML::Node& vv) { cfg.collective_timeout = duration(kk, vv); }},
+         });
+       }},
       {"tcp", [&](const std::string& k, const YAML::Node& v) {
          walk(k, v, {
              {"top_peers", [&](const std::string& kk, const YAML::Node& vv) { cfg.tcp_top_peers = integer(kk, vv, 0, 1000); }},

@@ -37,6 +37,7 @@ struct Config {
   std::chrono::milliseconds grace_period{60000};       // keep series of exited processes this long
   std::chrono::milliseconds fragmentation_window{300000};  // sliding window of the ratio
   int tcp_top_peers = 5;                                // peers per process before "other"
+  std::chrono::milliseconds collective_timeout{600000}; // PyTorch's NCCL watchdog default
 };
 
 // A bad key or value: names the key and its line (0 when it came from a flag).

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""NCCL/TCP correlation test: a process with NCCL state (ncclGetUniqueId on the real libnccl.so.2)
+streams over TCP between two network namespaces; the link is then blackholed with nftables. The
+agent must report the stall for that pid — tcp_stall_seconds within the time since the blackhole
+began (the first timeout fires one RTO after it) — and nccl_tcp_timeout_risk_ratio equal to
+(stall + next wait) / collective timeout, rising towards 1 as the backoff grows.
+usage: nccl_tcp_correlation.py VIGIL_AGENT NCCL_STALL TCP_BULK"""
+import subprocess
+import sys
+import time
+
+from harness import Agent, fail, require_root, total
+from tcp_retransmits import B_ADDR, Namespaces
+
+TIMEOUT_S = 10
+
+
+def main():
+    require_root()
+    agent_bin, stall_bin, bulk = sys.argv[1:4]
+    # libnccl attached at start: the process calls NCCL right after exec, before a scan finds it.
+    config = ('probes: {cuda: false, usdt: false}\ncorrelation: {collective_timeout: %ds}\n'
+              'libraries: {nccl: [/usr/local/cuda/lib64/libnccl.so.2]}\n' % TIMEOUT_S)
+    with Namespaces() as nets, Agent(agent_bin, config) as agent:
+        server = subprocess.Popen(['ip', 'netns', 'exec', nets.b, bulk, 'listen', '5203', '0'],
+                                  stdout=subprocess.PIPE, text=True)
+        server.stdout.readline()
+        client = subprocess.Popen(['ip', 'netns', 'exec', nets.a, stall_bin, B_ADDR, '5203'],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            line = client.stdout.readline()
+            pid = int(line.split('pid=')[1].split()[0])
+            time.sleep(0.5)
+            before = agent.scrape()
+            if total(before, 'nccl_calls_total', pid=pid, function='ncclGetUniqueId', result='ncclSuccess') != 1:
+                fail("the agent did not see the process's ncclGetUniqueId: " + line)
+            risk0 = total(before, 'nccl_tcp_timeout_risk_ratio', pid=pid)
+            if total(before, 'tcp_retransmits_total', pid=pid) != 0:
+                fail("retransmits before the blackhole (a lossy link): the stall's start would be ambiguous")
+            blackhole = time.time()
+            nets.nft(nets.b, 100)
+            results = []
+            for wait in (2.5, 6.0):
+                time.sleep(blackhole + wait - time.time())
+                s = agent.scrape()
+                elapsed = time.time() - blackhole
+                stall = total(s, 'tcp_stall_seconds', pid=pid)
+                rto = total(s, 'tcp_rto_seconds', pid=pid)
+                risk = total(s, 'nccl_tcp_timeout_risk_ratio', pid=pid)
+                want = (stall + min(2 * rto, 120)) / TIMEOUT_S
+                print("%.1f s after the blackhole: tcp_stall_seconds %.3f, tcp_rto_seconds %.3f, "
+                      "nccl_tcp_timeout_risk_ratio %.4f (from stall and rto: %.4f)" % (elapsed, stall, rto, risk, want))
+                if not (elapsed - 1.5 <= stall <= elapsed):
+                    fail("stall %.3f s is not within the %.1f s since the blackhole (first timeout after one RTO)" % (stall, elapsed))
+                if abs(risk - want) > 1e-3:
+                    fail("risk ratio %.4f differs from (stall + next wait) / timeout = %.4f" % (risk, want))
+                results.append(risk)
+            print("risk before the blackhole %.4f" % risk0)
+            if not (risk0 == 0 and results[0] < results[1]):
+                fail("risk did not start at 0 and rise while blackholed")
+        finally:
+            client.kill()
+            server.kill()
+            client.wait()
+            server.wait()
+    print("ok")
+
+
+if __name__ == '__main__':
+    main()

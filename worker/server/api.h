@@ -44,7 +44,6 @@ class Api {
   std::variant<uint64_t, HttpReply> submit(CompletionJob& job, EventSink sink);
   void cancel(uint64_t id) { backend_.cancel(id); }
 
-  const std::string& model_name() const { return model_name_; }
   void set_retry_after(int seconds) { retry_after_seconds_ = seconds; }
 
  private:

@@ -35,7 +35,6 @@ class HttpServer {
   // What SIGTERM does, from any thread: /ready turns 503, new completions are refused, the
   // engine drains; run() returns once every request is answered or the grace period is over.
   void begin_drain();
-  const ServerState& state() const { return state_; }
 
  private:
   void wait_signal();

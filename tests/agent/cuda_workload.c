@@ -2,12 +2,15 @@
  * one on a GPU machine) through allocations, VMM, an allocation that invalidates a stream
  * capture, graphs and injected failures, and prints what it did as JSON: the truth the agent's
  * metrics are compared with. Waits for a line on stdin before starting and before exiting.
+ * On the real driver the injected failures (VIGIL_FAKE_CUDA_FAIL) do not happen; the workload
+ * records what each call really returned, so the comparison holds there too.
  *   cuda_workload              the full script above
  *   cuda_workload quick N      N allocations of 1 KiB and their frees, then exit at once (churn)
  *   cuda_workload burst N      after a stdin line, N failing cuMemAlloc_v2 calls as fast as
  *                              possible (a burst of failure events); prints the time taken */
 #include <cuda.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -45,6 +48,13 @@ static const char *result_name(CUresult rc)
 {
 	switch (rc) {
 	NAME(CUDA_ERROR_INVALID_VALUE);
+	NAME(CUDA_ERROR_NOT_INITIALIZED);
+	NAME(CUDA_ERROR_INVALID_DEVICE);
+	NAME(CUDA_ERROR_INVALID_CONTEXT);
+	NAME(CUDA_ERROR_NOT_PERMITTED);
+	NAME(CUDA_ERROR_NOT_SUPPORTED);
+	NAME(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+	NAME(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
 	NAME(CUDA_ERROR_OUT_OF_MEMORY);
 	NAME(CUDA_ERROR_INVALID_HANDLE);
 	NAME(CUDA_ERROR_ILLEGAL_STATE);
@@ -129,8 +139,10 @@ static int burst(long n)
 int main(int argc, char **argv)
 {
 	CUdeviceptr small[30], big[8], p, async_p, va;
-	CUstream stream = (CUstream)0x5157;
-	CUmemoryPool pool = (CUmemoryPool)0x9001;
+	CUdevice dev;
+	CUcontext ctx;
+	CUstream stream;
+	CUmemoryPool pool;
 	CUmemGenericAllocationHandle h[2];
 	CUmemAllocationProp prop;
 	CUgraph graph = NULL;
@@ -146,7 +158,8 @@ int main(int argc, char **argv)
 	printf("ready pid=%d\n", getpid());
 	fflush(stdout);
 	wait_line();
-	if (cuInit(0))
+	if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx) ||
+	    cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) || cuDeviceGetDefaultMemPool(&pool, dev))
 		return 1;
 
 	for (int i = 0; i < 30; i++) { /* small: 256 B .. 4 KiB */
@@ -169,6 +182,7 @@ int main(int argc, char **argv)
 			live_bytes -= 256 * (i % 16 + 1);
 	if (!record("cuMemFreeAsync", cuMemFreeAsync(async_p, stream), 0))
 		live_bytes -= 8192;
+	cuStreamSynchronize(stream);
 
 	setenv("VIGIL_FAKE_CUDA_FAIL", "cuMemAlloc_v2=2,cuMemAllocManaged=2", 1);
 	record("cuMemAlloc_v2", cuMemAlloc(&p, 1ull << 34), 1);
@@ -180,6 +194,7 @@ int main(int argc, char **argv)
 	memset(&prop, 0, sizeof(prop));
 	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = dev;
 	if (!record("cuMemAddressReserve", cuMemAddressReserve(&va, 64u << 20, 0, 0, 0), 0))
 		reserved += 64 << 20;
 	for (int i = 0; i < 2; i++)
@@ -217,9 +232,9 @@ int main(int argc, char **argv)
 	record("cuGraphExecUpdate_v2", cuGraphExecUpdate(exec, graph, NULL), 0);
 	record("cuGraphLaunch", cuGraphLaunch(none, stream), 0);
 
-	printf("{\"pid\": %d, \"live_bytes\": %lld, \"vmm_mapped_bytes\": %lld, \"vmm_physical_bytes\": %lld, "
+	printf("{\"pid\": %d, \"stream\": \"0x%llx\", \"live_bytes\": %lld, \"vmm_mapped_bytes\": %lld, \"vmm_physical_bytes\": %lld, "
 	       "\"vmm_reserved_bytes\": %lld, \"allocs_in_capture\": %ld, \"sizes\": [",
-	       getpid(), live_bytes, mapped, physical, reserved, allocs_in_capture);
+	       getpid(), (unsigned long long)(uintptr_t)stream, live_bytes, mapped, physical, reserved, allocs_in_capture);
 	for (int i = 0; i < nsizes; i++)
 		printf("%s%zu", i ? ", " : "", sizes[i]);
 	printf("], ");

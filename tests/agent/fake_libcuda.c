@@ -51,7 +51,30 @@ static CUresult host_alloc(const char *symbol, CUdeviceptr *dptr, size_t size)
 	return CUDA_SUCCESS;
 }
 
+/* Set-up calls a workload makes on the real driver, so one workload runs on both. */
 EXPORT CUresult cuInit(unsigned int Flags) { (void)Flags; return CUDA_SUCCESS; }
+EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal) { *device = ordinal; return CUDA_SUCCESS; }
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+	(void)dev;
+	*pctx = (CUcontext)0xc0;
+	return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { (void)dev; return CUDA_SUCCESS; }
+EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) { (void)ctx; return CUDA_SUCCESS; }
+EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+	(void)Flags;
+	*phStream = (CUstream)0x5157;
+	return CUDA_SUCCESS;
+}
+EXPORT CUresult cuStreamSynchronize(CUstream hStream) { (void)hStream; return CUDA_SUCCESS; }
+EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+	(void)dev;
+	*pool_out = (CUmemoryPool)0x9001;
+	return CUDA_SUCCESS;
+}
 
 EXPORT CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 {

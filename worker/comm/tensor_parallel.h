@@ -1,0 +1,96 @@
+// Tensor parallelism by output rows: each rank computes a contiguous share of every weight
+// matrix's output rows and an all_gather assembles the full result on every rank.
+//
+// Why by output rows (column parallel) and not the usual row-parallel split with an all_reduce:
+// every output element is then the same dot product, in the same order, as on one rank, so the
+// forward pass is bit-identical and greedy tokens do not change. A row-parallel split sums partial
+// products in another order, and the 8-bit activation quantization downstream turns those last-bit
+// differences into different tokens. Heads need not divide evenly either (SmolLM2: 9 query heads,
+// 3 KV heads): the split is over rows, and attention runs whole on every rank.
+//
+// Rank 0 (the leader) plans every batch; before each forward pass it broadcasts the plan (wire
+// format in docs/tensor-parallel.md) and the followers run the same forward pass on it. While
+// idle the leader sends a heartbeat every timeout/4, so a follower waiting for work can apply the
+// same timeout and never hangs silently when the leader or the link is gone.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "kernels/cpu/matmul.h"
+#include "model/llama_context.h"
+
+namespace vigil {
+
+class TensorParallel {
+ public:
+  enum class Message : int32_t { kHeartbeat = 0, kBatch = 1, kShutdown = 2 };
+
+  TensorParallel(Communicator& comm, std::chrono::milliseconds timeout);
+  ~TensorParallel();  // stops the heartbeat
+  TensorParallel(const TensorParallel&) = delete;
+  TensorParallel& operator=(const TensorParallel&) = delete;
+
+  int rank() const { return comm_.rank(); }
+  int world() const { return comm_.world(); }
+  bool leader() const { return comm_.rank() == 0; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // Called once, with the first failed collective, on the thread that saw it (engine, heartbeat
+  // or follower loop); the CollectiveError is rethrown to the caller afterwards.
+  void set_failure_handler(std::function<void(const CollectiveError&)> handler);
+
+  // Every rank must pass the same values (model shape, cache geometry): a mismatch would desync the
+  // forward passes. Throws std::runtime_error naming the first differing value and the ranks.
+  void check_same_on_all_ranks(const std::vector<std::pair<std::string, int64_t>>& values);
+
+  // Takes the collective lock for one forward pass; the leader also broadcasts the batch's plan.
+  std::unique_lock<std::mutex> begin_forward(std::span<const BatchToken> batch);
+
+  // y = x · Wᵀ, bit-identical to matmul(): this rank's share of rows, then an all_gather.
+  // x: [n_tokens, w.cols], y: [n_tokens, w.rows].
+  void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+              MatmulScratch& scratch);
+
+  // Leader: a heartbeat every timeout/4 while no forward pass runs.
+  void start_heartbeat();
+  // Leader: stops the heartbeat and tells the followers to exit.
+  void send_shutdown();
+
+  // Follower: waits (up to the timeout) for the leader's next message. For kBatch, `batch` holds
+  // the plan with its sequences in `seqs` (block tables as the leader's allocator assigned them).
+  Message receive(std::vector<BatchToken>& batch, std::vector<KvSequence>& seqs);
+
+ private:
+  template <typename F>
+  void guarded(F&& collective);
+  void broadcast_header(Message kind, int32_t n_tokens, int32_t n_seqs, int32_t n_blocks);
+  void stop_heartbeat();
+
+  Communicator& comm_;
+  std::chrono::milliseconds timeout_;
+  std::function<void(const CollectiveError&)> on_failure_;
+  std::once_flag failure_once_;
+
+  std::mutex mu_;  // one collective sequence at a time: engine thread and heartbeat
+  std::chrono::steady_clock::time_point last_sent_;
+  std::mutex heartbeat_mu_;
+  std::condition_variable heartbeat_cv_;
+  bool heartbeat_stop_ = false;
+  std::thread heartbeat_;
+
+  std::vector<int32_t> plan_;     // the plan's wire form
+  std::vector<float> local_;      // [n_tokens, share] this rank's rows
+  std::vector<float> gathered_;   // [world, n_tokens, share]
+};
+
+}  // namespace vigil

@@ -46,16 +46,20 @@ struct Engine::Sequence {
   int n_computed = 0;           // positions whose K/V are in the cache
   int n_generated = 0;
   KvSequence kv;
+  std::shared_ptr<const LoraAdapter> adapter;  // held until the request ends, even if unloaded
   Clock::time_point submitted = Clock::now();
   bool reported_queue_time = false;
   RequestEvent pending;         // what this step produced, sent after the step
 };
 
-Engine::Engine(const LlamaModel& model, const Vocab& vocab, const EngineConfig& config)
+Engine::Engine(const LlamaModel& model, const Vocab& vocab, const EngineConfig& config,
+               const AdapterRegistry* adapters)
     : model_(model),
       vocab_(vocab),
+      adapters_(adapters),
       config_(config),
-      cache_(model.hparams(), config.kv_blocks, config.kv_block_size),
+      alloc_(std::make_unique<HostMemoryBackend>()),
+      cache_(model.hparams(), config.kv_blocks, config.kv_block_size, alloc_),
       blocks_(config.kv_blocks),
       pool_(config.threads),
       ctx_(model, cache_, pool_, std::max(config.max_batched_tokens, config.max_running), config.max_context),
@@ -89,8 +93,11 @@ SubmitResult Engine::submit(RequestParams params, EventSink sink) {
             "prompt (" + std::to_string(params.prompt.size()) + " tokens) + max_tokens (" +
                 std::to_string(params.max_tokens) + ") exceeds the context of " +
                 std::to_string(std::min(static_cast<size_t>(config_.max_context), cache_positions)) + " tokens"};
-  if (!params.adapter.empty())
-    return {SubmitStatus::kUnknownAdapter, 0, "adapter '" + params.adapter + "' is not loaded"};
+  std::shared_ptr<const LoraAdapter> adapter;
+  if (!params.adapter.empty()) {
+    if (adapters_) adapter = adapters_->find(params.adapter);
+    if (!adapter) return {SubmitStatus::kUnknownAdapter, 0, "adapter '" + params.adapter + "' is not loaded"};
+  }
 
   std::lock_guard lock(mu_);
   if (draining_ || stop_) return {SubmitStatus::kDraining, 0, "the worker is shutting down"};
@@ -100,6 +107,7 @@ SubmitResult Engine::submit(RequestParams params, EventSink sink) {
   VIGIL_PROBE(request_arrive, id, params.prompt.size(), params.priority, params.max_tokens);
   incoming_.push_back(std::make_unique<Sequence>(id, std::move(params), std::move(sink),
                                                  model_.hparams().n_vocab));
+  incoming_.back()->adapter = std::move(adapter);
   wake_.notify_all();
   return {SubmitStatus::kAccepted, id, ""};
 }
@@ -123,7 +131,9 @@ bool Engine::idle() const {
 
 EngineStats Engine::stats() const {
   std::lock_guard lock(mu_);
-  return stats_;
+  EngineStats s = stats_;
+  s.allocator = alloc_.stats();
+  return s;
 }
 
 void Engine::loop() {
@@ -227,7 +237,7 @@ void Engine::step() {
   for (const Slice& s : plan)
     for (int p = s.begin; p < s.end; ++p)
       batch_.push_back({s.seq->tokens[static_cast<size_t>(p)], p, &s.seq->kv,
-                        p + 1 == static_cast<int>(s.seq->tokens.size())});
+                        p + 1 == static_cast<int>(s.seq->tokens.size()), s.seq->adapter.get()});
 
   if (!batch_.empty()) {
     try {

@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/adapter_registry.h"
+#include "engine/caching_allocator.h"
 #include "engine/request.h"
 #include "engine/scheduler_policy.h"
 #include "model/kv_cache.h"
@@ -48,11 +50,14 @@ struct EngineStats {
   int kv_blocks_free = 0;
   uint64_t preemptions = 0;
   uint64_t steps = 0;
+  AllocatorStats allocator;  // the caching allocator holding the KV cache
 };
 
 class Engine {
  public:
-  Engine(const LlamaModel& model, const Vocab& vocab, const EngineConfig& config);
+  // `adapters` (may be null: base model only) resolves RequestParams::adapter at submit.
+  Engine(const LlamaModel& model, const Vocab& vocab, const EngineConfig& config,
+         const AdapterRegistry* adapters = nullptr);
   ~Engine();  // stops the engine thread; unfinished requests end with kCancelled
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -79,7 +84,9 @@ class Engine {
 
   const LlamaModel& model_;
   const Vocab& vocab_;
+  const AdapterRegistry* adapters_;
   EngineConfig config_;
+  CachingAllocator alloc_;  // before cache_: the cache's storage comes from it
   KvCache cache_;
   KvBlockAllocator blocks_;
   ThreadPool pool_;

@@ -6,13 +6,28 @@
 
 namespace vigil {
 
-KvCache::KvCache(const LlamaHparams& hp, int n_blocks, int block_size)
+KvCache::KvCache(const LlamaHparams& hp, int n_blocks, int block_size, CachingAllocator& alloc)
     : n_layer_(hp.n_layer), n_blocks_(n_blocks), block_size_(block_size), kv_dim_(hp.kv_dim()) {
-  if (n_blocks <= 0 || block_size <= 0)
+  allocate_layers(alloc);
+}
+
+KvCache::KvCache(const LlamaHparams& hp, int n_blocks, int block_size)
+    : own_alloc_(std::make_unique<CachingAllocator>(std::make_unique<HostMemoryBackend>())),
+      n_layer_(hp.n_layer),
+      n_blocks_(n_blocks),
+      block_size_(block_size),
+      kv_dim_(hp.kv_dim()) {
+  allocate_layers(*own_alloc_);
+}
+
+void KvCache::allocate_layers(CachingAllocator& alloc) {
+  if (n_blocks_ <= 0 || block_size_ <= 0)
     throw std::invalid_argument("kv cache needs at least one block of at least one position (got " +
-                                std::to_string(n_blocks) + " x " + std::to_string(block_size) + ")");
-  data_.resize(static_cast<size_t>(n_layer_) * static_cast<size_t>(n_blocks_) * 2 *
-               static_cast<size_t>(block_size_) * static_cast<size_t>(kv_dim_));
+                                std::to_string(n_blocks_) + " x " + std::to_string(block_size_) + ")");
+  const size_t per_layer = static_cast<size_t>(n_blocks_) * 2 * static_cast<size_t>(block_size_) *
+                           static_cast<size_t>(kv_dim_);
+  layers_.reserve(static_cast<size_t>(n_layer_));
+  for (int l = 0; l < n_layer_; ++l) layers_.emplace_back(alloc, per_layer);
 }
 
 KvBlockAllocator::KvBlockAllocator(int n_blocks) : n_blocks_(n_blocks) {

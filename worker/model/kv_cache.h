@@ -3,8 +3,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "engine/caching_allocator.h"
 #include "model/llama_hparams.h"
 
 namespace vigil {
@@ -17,13 +19,16 @@ struct KvSequence {
 
 class KvCache {
  public:
-  // Storage for n_blocks blocks of block_size positions in every layer (f16, as llama.cpp).
+  // Storage for n_blocks blocks of block_size positions in every layer (f16, as llama.cpp), one
+  // allocation per layer from `alloc` (the engine's caching allocator, which the agent watches).
+  KvCache(const LlamaHparams& hp, int n_blocks, int block_size, CachingAllocator& alloc);
+  // As above from a host allocator of its own (CLI, benchmarks, tests).
   KvCache(const LlamaHparams& hp, int n_blocks, int block_size);
 
   int n_blocks() const { return n_blocks_; }
   int block_size() const { return block_size_; }
   int kv_dim() const { return kv_dim_; }
-  size_t bytes() const { return data_.size() * sizeof(uint16_t); }
+  size_t bytes() const { return layers_.size() * layers_[0].size() * sizeof(uint16_t); }
   size_t bytes_per_block() const { return bytes() / static_cast<size_t>(n_blocks_); }
 
   // Row of `kv_dim` f16 values for position `slot` (0..block_size) of `block` in `layer`.
@@ -37,17 +42,19 @@ class KvCache {
   }
 
  private:
+  void allocate_layers(CachingAllocator& alloc);
   uint16_t* row(int layer, int32_t block, int kv, int slot) {
-    size_t index = ((static_cast<size_t>(layer) * n_blocks_ + static_cast<size_t>(block)) * 2 + kv) *
-                       static_cast<size_t>(block_size_) + static_cast<size_t>(slot);
-    return data_.data() + index * static_cast<size_t>(kv_dim_);
+    size_t index = (static_cast<size_t>(block) * 2 + static_cast<size_t>(kv)) * static_cast<size_t>(block_size_) +
+                   static_cast<size_t>(slot);
+    return layers_[static_cast<size_t>(layer)].data() + index * static_cast<size_t>(kv_dim_);
   }
 
+  std::unique_ptr<CachingAllocator> own_alloc_;  // only with the second constructor
   int n_layer_;
   int n_blocks_;
   int block_size_;
   int kv_dim_;
-  std::vector<uint16_t> data_;  // [layer][block][k|v][slot][kv_dim]
+  std::vector<AllocatorBuffer<uint16_t>> layers_;  // [layer] -> [block][k|v][slot][kv_dim]
 };
 
 // Free list of cache blocks. Not thread-safe: the engine's scheduler owns it.

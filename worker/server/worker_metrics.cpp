@@ -42,6 +42,18 @@ WorkerMetrics::WorkerMetrics(const std::string& model, std::string_view version,
       preemptions_(BuildCounter().Name("vigil_worker_preemptions_total")
                        .Help("Sequences preempted (recomputed later) because KV blocks ran out.")
                        .Register(*registry_).Add({})),
+      alloc_reserved_(BuildGauge().Name("vigil_worker_allocator_reserved_bytes")
+                          .Help("Bytes the caching allocator holds in segments from the backend.")
+                          .Register(*registry_).Add({})),
+      alloc_allocated_(BuildGauge().Name("vigil_worker_allocator_allocated_bytes")
+                           .Help("Bytes of the caching allocator handed out in blocks.")
+                           .Register(*registry_).Add({})),
+      alloc_largest_free_(BuildGauge().Name("vigil_worker_allocator_largest_free_block_bytes")
+                              .Help("Largest free block inside the allocator's reserved memory.")
+                              .Register(*registry_).Add({})),
+      alloc_fragmentation_(BuildGauge().Name("vigil_worker_allocator_fragmentation_ratio")
+                               .Help("1 - largest free block / free bytes inside reserved memory (0-1).")
+                               .Register(*registry_).Add({})),
       prompt_tokens_(BuildCounter().Name("vigil_worker_prompt_tokens_total")
                          .Help("Prompt tokens of finished requests.").Register(*registry_).Add({})),
       generation_tokens_(BuildCounter().Name("vigil_worker_generation_tokens_total")
@@ -105,6 +117,10 @@ std::string WorkerMetrics::scrape(const EngineStats& stats) {
   kv_usage_.Set(stats.kv_blocks_total > 0
                     ? 1.0 - static_cast<double>(stats.kv_blocks_free) / static_cast<double>(stats.kv_blocks_total)
                     : 0.0);
+  alloc_reserved_.Set(static_cast<double>(stats.allocator.reserved_bytes));
+  alloc_allocated_.Set(static_cast<double>(stats.allocator.allocated_bytes));
+  alloc_largest_free_.Set(static_cast<double>(stats.allocator.largest_free_block));
+  alloc_fragmentation_.Set(stats.allocator.external_fragmentation());
   if (stats.preemptions > preemptions_seen_) {
     preemptions_.Increment(static_cast<double>(stats.preemptions - preemptions_seen_));
     preemptions_seen_ = stats.preemptions;

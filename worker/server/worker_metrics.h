@@ -41,6 +41,10 @@ class WorkerMetrics {
   prometheus::Gauge& waiting_;
   prometheus::Gauge& kv_usage_;
   prometheus::Counter& preemptions_;
+  prometheus::Gauge& alloc_reserved_;
+  prometheus::Gauge& alloc_allocated_;
+  prometheus::Gauge& alloc_largest_free_;
+  prometheus::Gauge& alloc_fragmentation_;
   prometheus::Counter& prompt_tokens_;
   prometheus::Counter& generation_tokens_;
   std::array<prometheus::Counter*, 4> success_{};  // by FinishReason (kStop .. kError)

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Checks the generated rules against their contract: files up to date with the jsonnet source,
+every alert with severity/priority/summary/description/runbook, a non-zero `for`, a runbook page,
+and a promtool case that it is silent before `for` and one that it fires after.
+usage: check_rules.py  (run by CTest with the ops venv's python)"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+GENERATED = ['alerts/generated/vigil.rules.yaml', 'deploy/kubernetes/base/prometheusrule.yaml']
+TESTS = ['tests/alerts/vigil_rules_test.yaml', 'tests/alerts/vigil_rules_risk_test.yaml']
+errors = []
+
+
+def check(ok, msg):
+    if not ok:
+        errors.append(msg)
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([os.path.join(ROOT, 'alerts', 'generate.sh'), tmp], check=True)
+        for f in GENERATED:
+            with open(os.path.join(tmp, f)) as a, open(os.path.join(ROOT, f)) as b:
+                check(a.read() == b.read(), f + ' is stale: run alerts/generate.sh')
+
+    rules = yaml.safe_load(open(os.path.join(ROOT, GENERATED[0])))
+    operator = yaml.safe_load(open(os.path.join(ROOT, GENERATED[1])))
+    check(operator['kind'] == 'PrometheusRule' and operator['spec'] == rules,
+          'the PrometheusRule does not hold the same groups as the rule file')
+
+    cases = {}
+    for f in TESTS:
+        for t in yaml.safe_load(open(os.path.join(ROOT, f)))['tests']:
+            for c in t.get('alert_rule_test', []):
+                cases.setdefault(c['alertname'], []).append(c['exp_alerts'])
+
+    alerts = [r for g in rules['groups'] for r in g['rules'] if 'alert' in r]
+    for r in alerts:
+        name, labels, ann = r['alert'], r.get('labels', {}), r.get('annotations', {})
+        check(labels.get('severity') in ('critical', 'warning', 'info'), name + ': severity')
+        check(labels.get('priority') in ('P1', 'P2', 'P3'), name + ': priority')
+        check((labels.get('severity') == 'critical') == (labels.get('priority') == 'P1'),
+              name + ': critical and P1 go together (critical pages, P1 pages)')
+        check(r.get('for') not in (None, '0s', '0m'), name + ': needs a non-zero for')
+        check(ann.get('summary') and '{{' not in ann['summary'], name + ': summary must be static')
+        check('{{' in ann.get('description', ''), name + ': description must be templated')
+        check(ann.get('runbook_url') == 'docs/runbooks/%s.md' % name, name + ': runbook_url')
+        check(os.path.exists(os.path.join(ROOT, 'docs', 'runbooks', name + '.md')), name + ': runbook page missing')
+        got = cases.get(name, [])
+        check(any(e == [] for e in got), name + ': no promtool case where it is silent (just before for)')
+        check(any(e for e in got), name + ': no promtool case where it fires with exact labels')
+        for e in got:
+            for a in e:
+                check(set(a.get('exp_annotations', {})) == {'summary', 'description', 'runbook_url'},
+                      name + ': a firing case must assert every annotation')
+    print('checked %d alerts' % len(alerts))
+    for e in errors:
+        print('FAIL: ' + e)
+    sys.exit(1 if errors else 0)
+
+
+if __name__ == '__main__':
+    main()

@@ -180,6 +180,8 @@ void Engine::admit() {
     // Admit only what fits whole (prompt and everything generated so far) in the free blocks.
     const int need = (static_cast<int>(seq.tokens.size()) + config_.kv_block_size) / config_.kv_block_size;
     if (need > blocks_.free_blocks()) break;
+    if (config_.prefix_caching && seq.kv.blocks.empty())
+      seq.n_computed = blocks_.match_prefix(seq.kv, seq.tokens, config_.kv_block_size);
     running_.push_back(std::move(waiting_[taken]));
     ++taken;
   }
@@ -258,6 +260,7 @@ void Engine::step() {
   for (const Slice& s : plan) {
     Sequence& seq = *s.seq;
     seq.n_computed = s.end;
+    if (config_.prefix_caching) blocks_.publish(seq.kv, seq.tokens, seq.n_computed, config_.kv_block_size);
     if (s.end != static_cast<int>(seq.tokens.size())) continue;
     const int32_t token = seq.sampler.sample(ctx_.logits(logits_row++), seq.tokens);
     seq.tokens.push_back(token);
@@ -299,6 +302,8 @@ void Engine::publish_stats(uint64_t preempted) {
   stats_.running = static_cast<int>(running_.size());
   stats_.waiting = static_cast<int>(waiting_.size());
   stats_.kv_blocks_free = blocks_.free_blocks();
+  stats_.prefix_cache_queries = blocks_.prefix_queries();
+  stats_.prefix_cache_hits = blocks_.prefix_hits();
   stats_.preemptions += preempted;
   ++stats_.steps;
 }

@@ -32,6 +32,7 @@ struct EngineConfig {
   int max_batched_tokens = 256;   // tokens per forward pass, prefill chunks included
   int max_waiting = 256;          // queued requests beyond which submit answers kQueueFull
   double batch_window_ms = 0.0;   // wait this long for more arrivals before a step from idle
+  bool prefix_caching = true;     // reuse cached KV blocks of identical prompt prefixes
   PolicyKind policy = PolicyKind::kFcfs;
 };
 
@@ -50,6 +51,8 @@ struct EngineStats {
   int kv_blocks_free = 0;
   uint64_t preemptions = 0;
   uint64_t steps = 0;
+  uint64_t prefix_cache_queries = 0;  // prompt tokens looked up in the prefix cache
+  uint64_t prefix_cache_hits = 0;     // of those, served from cached blocks
   AllocatorStats allocator;  // the caching allocator holding the KV cache
 };
 

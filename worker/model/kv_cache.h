@@ -3,7 +3,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <list>
 #include <memory>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/caching_allocator.h"
@@ -57,22 +60,51 @@ class KvCache {
   std::vector<AllocatorBuffer<uint16_t>> layers_;  // [layer] -> [block][k|v][slot][kv_dim]
 };
 
-// Free list of cache blocks. Not thread-safe: the engine's scheduler owns it.
+// Hands out cache blocks and keeps full blocks of finished sequences for reuse: a block holding
+// positions [k·B, (k+1)·B) is keyed by a hash chained over every token up to its end, so a later
+// sequence whose prompt starts with the same tokens reuses it (prefix caching). Blocks are
+// reference-counted; cached blocks nobody uses are evicted oldest first when the free list runs
+// dry. Not thread-safe: the engine's scheduler owns it.
 class KvBlockAllocator {
  public:
   explicit KvBlockAllocator(int n_blocks);
 
-  int free_blocks() const { return static_cast<int>(free_.size()); }
+  // Blocks a reservation can get: free, plus cached ones nobody uses.
+  int free_blocks() const { return static_cast<int>(free_.size() + evictable_.size()); }
   int total_blocks() const { return n_blocks_; }
 
   // Grows `seq`'s block table to hold `n_positions`; false (and no change) when blocks run out.
   bool reserve(KvSequence& seq, int32_t n_positions, int block_size);
-  // Returns every block of `seq` and empties it.
+  // Drops `seq`'s references; its cached blocks stay reusable until evicted. Empties it.
   void release(KvSequence& seq);
 
+  // For a sequence with no blocks yet: adopts the cached blocks that hold a prefix of `tokens`,
+  // leaving at least the last token to compute. Returns the positions now in the cache.
+  int32_t match_prefix(KvSequence& seq, std::span<const int32_t> tokens, int block_size);
+  // Makes `seq`'s full blocks among its first `n_computed` positions findable by match_prefix.
+  void publish(const KvSequence& seq, std::span<const int32_t> tokens, int32_t n_computed, int block_size);
+
+  uint64_t prefix_queries() const { return queries_; }  // prompt tokens looked up
+  uint64_t prefix_hits() const { return hits_; }        // of those, found in the cache
+
  private:
+  struct Cached {
+    uint64_t hash = 0;        // 0: not cached
+    uint64_t parent = 0;      // hash of the block before it (0 for the first)
+    std::vector<int32_t> tokens;
+  };
+  int32_t take_block();
+  void forget(int32_t block);
+
   int n_blocks_;
-  std::vector<int32_t> free_;
+  std::vector<int32_t> free_;           // never cached, or evicted
+  std::vector<int32_t> refs_;           // [block] sequences using it
+  std::vector<Cached> cached_;          // [block]
+  std::unordered_map<uint64_t, int32_t> by_hash_;
+  std::list<int32_t> evictable_;        // cached, refs 0, oldest first
+  std::vector<std::list<int32_t>::iterator> evictable_at_;  // [block] position in evictable_
+  uint64_t queries_ = 0;
+  uint64_t hits_ = 0;
 };
 
 }  // namespace vigil

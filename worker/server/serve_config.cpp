@@ -43,6 +43,13 @@ int int_in(const std::string& key, const YAML::Node& node, int lo, int hi) {
   return static_cast<int>(integer(key, node, lo, hi));
 }
 
+bool boolean(const std::string& key, const YAML::Node& node) {
+  std::string v = scalar(key, node);
+  if (v == "true") return true;
+  if (v == "false") return false;
+  fail(key, node, "expected true or false, got '" + v + "'");
+}
+
 double number(const std::string& key, const YAML::Node& node, double lo, double hi) {
   std::string v = scalar(key, node);
   size_t used = 0;
@@ -118,6 +125,7 @@ void parse_engine(const std::string& prefix, const YAML::Node& node, EngineConfi
       {"max_batched_tokens", [&](K k, V v) { e.max_batched_tokens = int_in(k, v, 1, 1 << 20); }},
       {"max_waiting", [&](K k, V v) { e.max_waiting = int_in(k, v, 0, 1 << 20); }},
       {"batch_window_ms", [&](K k, V v) { e.batch_window_ms = number(k, v, 0.0, 10000.0); }},
+      {"prefix_caching", [&](K k, V v) { e.prefix_caching = boolean(k, v); }},
       {"policy", [&](K k, V v) {
          std::string name = scalar(k, v);
          auto kind = parse_policy(name);

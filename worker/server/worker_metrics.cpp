@@ -30,6 +30,12 @@ const char* rejection_name(int i) {
   return kNames[i];
 }
 
+// Counters mirror cumulative engine counts: add what is new since the last scrape.
+void advance(prometheus::Counter& counter, uint64_t& seen, uint64_t now) {
+  if (now > seen) counter.Increment(static_cast<double>(now - seen));
+  seen = now;
+}
+
 }  // namespace
 
 WorkerMetrics::WorkerMetrics(const std::string& model, std::string_view version, std::string_view kernel_path)
@@ -41,6 +47,11 @@ WorkerMetrics::WorkerMetrics(const std::string& model, std::string_view version,
                     .Help("Fraction of KV cache blocks in use (0-1).").Register(*registry_).Add({})),
       preemptions_(BuildCounter().Name("vigil_worker_preemptions_total")
                        .Help("Sequences preempted (recomputed later) because KV blocks ran out.")
+                       .Register(*registry_).Add({})),
+      prefix_queries_(BuildCounter().Name("vigil_worker_prefix_cache_queries_total")
+                          .Help("Prompt tokens looked up in the prefix cache.").Register(*registry_).Add({})),
+      prefix_hits_(BuildCounter().Name("vigil_worker_prefix_cache_hits_total")
+                       .Help("Prompt tokens served from cached KV blocks instead of computed.")
                        .Register(*registry_).Add({})),
       alloc_reserved_(BuildGauge().Name("vigil_worker_allocator_reserved_bytes")
                           .Help("Bytes the caching allocator holds in segments from the backend.")
@@ -121,10 +132,9 @@ std::string WorkerMetrics::scrape(const EngineStats& stats) {
   alloc_allocated_.Set(static_cast<double>(stats.allocator.allocated_bytes));
   alloc_largest_free_.Set(static_cast<double>(stats.allocator.largest_free_block));
   alloc_fragmentation_.Set(stats.allocator.external_fragmentation());
-  if (stats.preemptions > preemptions_seen_) {
-    preemptions_.Increment(static_cast<double>(stats.preemptions - preemptions_seen_));
-    preemptions_seen_ = stats.preemptions;
-  }
+  advance(prefix_queries_, prefix_queries_seen_, stats.prefix_cache_queries);
+  advance(prefix_hits_, prefix_hits_seen_, stats.prefix_cache_hits);
+  advance(preemptions_, preemptions_seen_, stats.preemptions);
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
 

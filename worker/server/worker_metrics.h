@@ -41,6 +41,10 @@ class WorkerMetrics {
   prometheus::Gauge& waiting_;
   prometheus::Gauge& kv_usage_;
   prometheus::Counter& preemptions_;
+  prometheus::Counter& prefix_queries_;
+  prometheus::Counter& prefix_hits_;
+  uint64_t prefix_queries_seen_ = 0;
+  uint64_t prefix_hits_seen_ = 0;
   prometheus::Gauge& alloc_reserved_;
   prometheus::Gauge& alloc_allocated_;
   prometheus::Gauge& alloc_largest_free_;

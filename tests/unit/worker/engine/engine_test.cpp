@@ -155,6 +155,26 @@ TEST_F(EngineTest, CancelFreesBlocksAndEndsTheRequest) {
   EXPECT_EQ(engine.stats().kv_blocks_free, cfg.kv_blocks);
 }
 
+TEST_F(EngineTest, PrefixCacheReusesBlocksWithoutChangingResults) {
+  EngineConfig no_cache;
+  no_cache.prefix_caching = false;
+  Engine plain(*model_, *vocab_, no_cache);
+  const RequestParams r = request("Describe the water cycle in two sentences.", 24);
+  const Outcome want = run(plain, {r})[0];
+  EXPECT_EQ(plain.stats().prefix_cache_hits, 0u);
+
+  EngineConfig cfg;
+  Engine engine(*model_, *vocab_, cfg);
+  const Outcome first = run(engine, {r})[0];
+  const uint64_t hits_after_first = engine.stats().prefix_cache_hits;
+  const Outcome second = run(engine, {r})[0];  // same prompt: every full block is cached
+  EXPECT_EQ(first.tokens, want.tokens);
+  EXPECT_EQ(second.tokens, want.tokens);
+  const size_t full_blocks_tokens = (r.prompt.size() - 1) / cfg.kv_block_size * cfg.kv_block_size;
+  EXPECT_EQ(engine.stats().prefix_cache_hits - hits_after_first, full_blocks_tokens);
+  EXPECT_EQ(engine.stats().kv_blocks_free, cfg.kv_blocks);  // cached blocks still count as available
+}
+
 TEST_F(EngineTest, SubmitRejectsWhatCanNeverRun) {
   EngineConfig cfg;
   cfg.max_context = 64;

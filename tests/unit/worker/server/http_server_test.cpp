@@ -353,6 +353,16 @@ TEST_F(HttpServerTest, SlowReaderIsCutAndItsRequestCancelled) {
   EXPECT_EQ(other.request("GET", "/health").status, 200);
 }
 
+TEST_F(HttpServerTest, StalledRequestIsClosedAfterTheReadTimeout) {
+  config_.read_timeout = std::chrono::milliseconds(100);
+  start();
+  HttpClient c(port_);
+  c.send_raw("GET /health HTTP/1.1\r\nHost: t\r\n");  // the head never ends
+  EXPECT_TRUE(c.at_eof());  // blocks until the server gives up on us
+  HttpClient other(port_);
+  EXPECT_EQ(other.request("GET", "/health").status, 200);
+}
+
 TEST_F(HttpServerTest, GarbageInputLeavesTheServerServing) {
   start();
   std::mt19937 rng(7);

@@ -15,6 +15,7 @@
 
 #include "engine/adapter_registry.h"
 #include "engine/caching_allocator.h"
+#include "engine/adapter_registry.h"
 #include "engine/request.h"
 #include "engine/scheduler_policy.h"
 #include "model/kv_cache.h"

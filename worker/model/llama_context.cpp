@@ -5,7 +5,9 @@
 // f16 before Q·K, softmax sums in double, attention weights rounded to f16 before weighting V.
 #include "model/llama_context.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -71,6 +73,12 @@ LlamaContext::LlamaContext(const LlamaModel& model, KvCache& cache, ThreadPool& 
   out_in_.resize(b * hp_.n_embd);
   logits_.resize(b * hp_.n_vocab);
   scores_.resize(static_cast<size_t>(pool.size()) * max_positions);
+  const size_t widest = static_cast<size_t>(std::max({hp_.n_embd, hp_.n_ff, hp_.kv_dim()}));
+  lora_groups_.reserve(b);
+  lora_rows_.resize(b);
+  lora_x_.resize(b * widest);
+  lora_t_.resize(b * kMaxLoraRank);
+  lora_y_.resize(b * widest);
 
   // The angle table, computed the way ggml's rope cache does (theta *= theta_scale per pair).
   const int half = hp_.head_dim / 2;
@@ -105,6 +113,7 @@ void LlamaContext::forward(std::span<const BatchToken> batch) {
   }
   const int d = hp_.n_embd, kv = hp_.kv_dim(), ff = hp_.n_ff;
   const size_t ud = static_cast<size_t>(d);
+  group_by_adapter(batch);
 
   // Token embeddings.
   for (int i = 0; i < n; ++i) {
@@ -119,9 +128,9 @@ void LlamaContext::forward(std::span<const BatchToken> batch) {
 
     // Attention block: norm, Q/K/V projections, RoPE, cache write, attention, output projection.
     rms_norm(x_.data(), layer.attn_norm, n, d, hp_.rms_eps, xb_.data());
-    matmul(layer.wq, xb_.data(), n, q_.data(), pool_, scratch_);
-    matmul(layer.wk, xb_.data(), n, k_.data(), pool_, scratch_);
-    matmul(layer.wv, xb_.data(), n, v_.data(), pool_, scratch_);
+    project(l, LoraTarget::kQ, layer.wq, xb_.data(), n, q_.data());
+    project(l, LoraTarget::kK, layer.wk, xb_.data(), n, k_.data());
+    project(l, LoraTarget::kV, layer.wv, xb_.data(), n, v_.data());
     const int half = hp_.head_dim / 2;
     for (int i = 0; i < n; ++i) {
       const float* c = &rope_cos_[static_cast<size_t>(batch[i].pos) * half];
@@ -139,15 +148,15 @@ void LlamaContext::forward(std::span<const BatchToken> batch) {
       }
     }
     attention(l, batch);
-    matmul(layer.wo, att_.data(), n, proj_.data(), pool_, scratch_);
+    project(l, LoraTarget::kO, layer.wo, att_.data(), n, proj_.data());
     add_into(x_.data(), proj_.data(), n * ud);
 
     // Feed-forward block: norm, SwiGLU, down projection.
     rms_norm(x_.data(), layer.ffn_norm, n, d, hp_.rms_eps, xb_.data());
-    matmul(layer.ffn_gate, xb_.data(), n, gate_.data(), pool_, scratch_);
-    matmul(layer.ffn_up, xb_.data(), n, up_.data(), pool_, scratch_);
+    project(l, LoraTarget::kGate, layer.ffn_gate, xb_.data(), n, gate_.data());
+    project(l, LoraTarget::kUp, layer.ffn_up, xb_.data(), n, up_.data());
     swiglu(gate_.data(), up_.data(), static_cast<size_t>(n) * ff);
-    matmul(layer.ffn_down, gate_.data(), n, proj_.data(), pool_, scratch_);
+    project(l, LoraTarget::kDown, layer.ffn_down, gate_.data(), n, proj_.data());
     add_into(x_.data(), proj_.data(), n * ud);
   }
 
@@ -159,6 +168,46 @@ void LlamaContext::forward(std::span<const BatchToken> batch) {
     ++n_logits_;
   }
   if (n_logits_ > 0) matmul(model_.output(), out_in_.data(), n_logits_, logits_.data(), pool_, scratch_);
+}
+
+void LlamaContext::project(int layer, LoraTarget target, const WeightView& w, const float* x, int n, float* y) {
+  matmul(w, x, n, y, pool_, scratch_);
+  if (!lora_groups_.empty()) apply_lora(layer, target, x, y);
+}
+
+// A counting sort of the adapted tokens by adapter, into buffers reserved for max_batch tokens.
+void LlamaContext::group_by_adapter(std::span<const BatchToken> batch) {
+  lora_groups_.clear();
+  auto group_of = [&](const LoraAdapter* a) {
+    for (size_t g = 0; g < lora_groups_.size(); ++g)
+      if (lora_groups_[g].adapter == a) return g;
+    lora_groups_.push_back({a, 0, 0});
+    return lora_groups_.size() - 1;
+  };
+  for (const BatchToken& t : batch)
+    if (t.adapter) ++lora_groups_[group_of(t.adapter)].count;
+  int begin = 0;
+  for (LoraGroup& g : lora_groups_) {
+    g.begin = begin;
+    begin += g.count;
+    g.count = 0;  // refilled below as the fill cursor
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!batch[i].adapter) continue;
+    LoraGroup& g = lora_groups_[group_of(batch[i].adapter)];
+    lora_rows_[static_cast<size_t>(g.begin + g.count++)] = static_cast<int>(i);
+  }
+}
+
+// Rows of tokens on the base model, or on an adapter that leaves this matrix alone, are untouched,
+// so they stay bit-identical to a batch without adapters.
+void LlamaContext::apply_lora(int layer, LoraTarget target, const float* x, float* y) {
+  for (const LoraGroup& g : lora_groups_) {
+    const LoraPair* p = g.adapter->pair(layer, target);
+    if (!p) continue;
+    lora_add(*p, x, &lora_rows_[static_cast<size_t>(g.begin)], g.count, y, lora_x_.data(), lora_t_.data(),
+             lora_y_.data(), pool_, scratch_);
+  }
 }
 
 // Grouped-query attention over each token's own sequence, positions [0, pos], one task per

@@ -8,17 +8,19 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/thread_pool.h"
 #include "model/kv_cache.h"
+#include "model/lora_adapter.h"
 #include "model/llama_model.h"
 
 namespace vigil {
 
-// One token of a batch: its id, its position in its sequence, and that sequence's block table
-// (which must already hold position `pos`).
+// One token of a batch: its id, its position in its sequence, that sequence's block table
+// (which must already hold position `pos`), and the LoRA adapter its request uses.
 struct BatchToken {
   int32_t token = 0;
   int32_t pos = 0;
   const KvSequence* seq = nullptr;
   bool want_logits = false;
+  const LoraAdapter* adapter = nullptr;  // nullptr: the base model; must outlive forward()
 };
 
 class LlamaContext {
@@ -42,6 +44,10 @@ class LlamaContext {
 
  private:
   void attention(int layer, std::span<const BatchToken> batch);
+  // y = x·Wᵀ for the batch, plus the LoRA delta of every token whose adapter adapts this matrix.
+  void project(int layer, LoraTarget target, const WeightView& w, const float* x, int n, float* y);
+  void group_by_adapter(std::span<const BatchToken> batch);
+  void apply_lora(int layer, LoraTarget target, const float* x, float* y);
 
   const LlamaModel& model_;
   const LlamaHparams& hp_;
@@ -65,6 +71,18 @@ class LlamaContext {
   std::vector<float> rope_cos_, rope_sin_;  // [max_positions, head_dim / 2]
   std::vector<float> out_in_;  // [max_batch, n_embd] final-normed rows that want logits
   std::vector<float> logits_;  // [max_batch, n_vocab]
+
+  // LoRA: the batch's adapted tokens grouped by adapter, so each adapter's A and B are read once
+  // per step however many of its requests share the batch.
+  struct LoraGroup {
+    const LoraAdapter* adapter;
+    int begin, count;  // its tokens are lora_rows_[begin, begin + count)
+  };
+  std::vector<LoraGroup> lora_groups_;  // capacity max_batch, empty when no token is adapted
+  std::vector<int> lora_rows_;          // [max_batch] batch indices, group after group
+  std::vector<float> lora_x_;           // [max_batch, max(n_embd, n_ff)] a group's gathered inputs
+  std::vector<float> lora_t_;           // [max_batch, kMaxLoraRank] A x
+  std::vector<float> lora_y_;           // [max_batch, max(n_embd, n_ff)] B (A x)
 };
 
 }  // namespace vigil

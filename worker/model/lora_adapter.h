@@ -1,0 +1,66 @@
+// A LoRA adapter in llama.cpp's GGUF format, validated against a base model and held in memory.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/matmul.h"
+#include "model/gguf.h"
+#include "model/llama_model.h"
+
+namespace vigil {
+
+// The matrices of a layer an adapter may target, in LlamaLayer's order.
+enum class LoraTarget { kQ, kK, kV, kO, kGate, kUp, kDown };
+inline constexpr int kLoraTargetCount = 7;
+
+// The largest rank accepted; bounds the forward pass's buffers, which are sized once (vLLM's
+// largest supported rank is 512 too).
+inline constexpr int kMaxLoraRank = 512;
+
+// One adapted matrix W [n_out, n_in]: the forward adds scale · B (A x) to W x.
+// In ggml terms lora_a is [n_in, rank] and lora_b is [rank, n_out], which as row-major matrices
+// are A [rank, n_in] and B [n_out, rank]: exactly the WeightViews matmul() wants.
+struct LoraPair {
+  WeightView a;       // rows = rank, cols = n_in
+  WeightView b;       // rows = n_out, cols = rank
+  float scale = 1.0f; // alpha / rank (llama.cpp's rule: 1 when alpha is 0)
+};
+
+// y[rows[k]] += scale · B (A x[rows[k]]) for k < n: the LoRA delta of one matrix for n tokens.
+// x: [*, n_in] and y: [*, n_out] are the base matmul's input and output rows; gather [n, n_in],
+// t [n, rank] and d [n, n_out] are the caller's scratch, so nothing is allocated here.
+void lora_add(const LoraPair& p, const float* x, const int* rows, int n, float* y, float* gather, float* t,
+              float* d, ThreadPool& pool, MatmulScratch& scratch);
+
+class LoraAdapter {
+ public:
+  // Reads, validates and copies the adapter into memory (the file may change or vanish afterwards).
+  // Throws GgufError with one message naming the file and the problem.
+  static std::shared_ptr<const LoraAdapter> load(const std::string& path, const LlamaModel& model);
+  static std::shared_ptr<const LoraAdapter> from_gguf(const GgufFile& file, const LlamaModel& model);
+
+  // The pair adapting `target` of `layer`, or nullptr when the adapter leaves it alone.
+  const LoraPair* pair(int layer, LoraTarget target) const {
+    return pairs_[static_cast<size_t>(layer) * kLoraTargetCount + static_cast<size_t>(target)].get();
+  }
+  float alpha() const { return alpha_; }
+  int max_rank() const { return max_rank_; }
+  int n_pairs() const { return n_pairs_; }
+  size_t bytes() const { return data_.size(); }  // tensor data held
+
+ private:
+  LoraAdapter() = default;
+
+  float alpha_ = 0.0f;
+  int max_rank_ = 0;
+  int n_pairs_ = 0;
+  std::vector<std::unique_ptr<LoraPair>> pairs_;  // [n_layer * kLoraTargetCount], null when absent
+  std::vector<uint8_t> data_;                     // every A and B, copied out of the file
+};
+
+}  // namespace vigil

@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""Load benchmark for vigil-worker serve (and any OpenAI-compatible server): a client we wrote.
+
+Open loop: Poisson arrivals at a given rate, prompt and output lengths drawn from a mixed
+distribution (mostly short, some long), streamed over SSE; reports generation throughput and
+P50/P99 of time to first token and inter-token latency, per scheduling policy, side by side.
+Closed loop: N concurrent streams back to back for a while; aggregate generation tokens/s.
+Every request is accounted for: lost (no final chunk, or fewer tokens than asked for) and
+duplicated (a request id answered twice) are counted and fail the run.
+
+usage:
+  bench/load.py sweep   [--rates 2,4,8] [--requests 60] [--policies fcfs,priority,token_budget]
+  bench/load.py streams [--streams 1,16] [--seconds 20] [--llama-cpp]
+  bench/load.py soak    [--seconds 600] [--overload 1.5]
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+WORKER = os.environ.get("VIGIL_WORKER", os.path.join(ROOT, "build", "release", "worker", "vigil-worker"))
+VOCAB = 49152
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(port, path, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", path)
+            if c.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"server on port {port} not ready after {timeout}s")
+
+
+class Server:
+    """vigil-worker serve with one policy, or llama.cpp's OpenAI server, on a free loopback port."""
+
+    def __init__(self, kind, policy="fcfs", threads=2, max_running=16):
+        self.port = free_port()
+        self.model_name = os.path.basename(MODEL)
+        if kind == "vigil":
+            cfg = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+            cfg.write(f"engine:\n  threads: {threads}\n  policy: {policy}\n  max_running: {max_running}\n"
+                      f"  kv_blocks: 1024\n  max_waiting: 100000\n")
+            cfg.close()
+            cmd = [WORKER, "serve", "-m", MODEL, "--port", str(self.port), "--config", cfg.name]
+            ready = "/ready"
+        else:
+            py = os.path.join(ROOT, ".venv-ref", "bin", "python")
+            cmd = [py, "-m", "llama_cpp.server", "--model", MODEL, "--port", str(self.port), "--n_threads",
+                   str(threads), "--n_ctx", "4096", "--model_alias", self.model_name]
+            ready = "/v1/models"
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_ready(self.port, ready)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def one_request(port, model, req_id, prompt_len, max_tokens, priority, rng_seed, results, lock):
+    rng = random.Random(rng_seed)
+    prompt = [rng.randrange(100, VOCAB) for _ in range(prompt_len)]
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "stream": True, "temperature": 0,
+            "ignore_eos": True, "priority": priority, "user": str(req_id)}
+    rec = {"id": req_id, "sent": time.perf_counter(), "tokens": [], "done": False, "status": None}
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+        r = c.getresponse()
+        rec["status"] = r.status
+        if r.status == 200:
+            for raw in r:
+                line = raw.strip()
+                if not line.startswith(b"data: "):
+                    continue
+                data = line[6:]
+                if data == b"[DONE]":
+                    rec["done"] = True
+                    break
+                chunk = json.loads(data)
+                if chunk.get("choices") and chunk["choices"][0].get("text"):
+                    rec["tokens"].append(time.perf_counter())
+        c.close()
+    except OSError as e:
+        rec["error"] = str(e)
+    rec["end"] = time.perf_counter()
+    rec["max_tokens"] = max_tokens
+    with lock:
+        results.append(rec)
+
+
+def draw_lengths(rng):
+    prompt = rng.randint(16, 64) if rng.random() < 0.7 else rng.randint(256, 512)
+    out = rng.randint(16, 32) if rng.random() < 0.7 else rng.randint(96, 160)
+    return prompt, out
+
+
+def open_loop(port, model, rate, n, seed):
+    rng = random.Random(seed)
+    results, lock, threads = [], threading.Lock(), []
+    t0 = time.perf_counter()
+    at = 0.0
+    for i in range(n):
+        at += rng.expovariate(rate)
+        delay = t0 + at - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        p, o = draw_lengths(rng)
+        th = threading.Thread(target=one_request,
+                              args=(port, model, i, p, o, rng.randrange(0, 4), seed * 1000 + i, results, lock))
+        th.start()
+        threads.append(th)
+    for th in threads:
+        th.join()
+    return results, time.perf_counter() - t0
+
+
+def pct(values, q):
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    return v[min(len(v) - 1, int(q * len(v)))]
+
+
+def summarize(results, wall):
+    ids = [r["id"] for r in results]
+    dup = len(ids) - len(set(ids))
+    # Text chunks can merge tokens (UTF-8 held back), so a finished request has at most max_tokens chunks.
+    lost = [r for r in results if r["status"] != 200 or not r["done"] or not r["tokens"]]
+    ttft = [r["tokens"][0] - r["sent"] for r in results if r["tokens"]]
+    itl = [b - a for r in results for a, b in zip(r["tokens"], r["tokens"][1:])]
+    gen = sum(r["max_tokens"] for r in results if r not in lost)
+    return {"requests": len(results), "lost": len(lost), "duplicated": dup, "gen_tps": gen / wall,
+            "ttft_p50": pct(ttft, 0.5), "ttft_p99": pct(ttft, 0.99), "itl_p50": pct(itl, 0.5),
+            "itl_p99": pct(itl, 0.99)}
+
+
+def cmd_sweep(a):
+    rates = [float(x) for x in a.rates.split(",")]
+    print(f"{'policy':<14}{'rate/s':>8}{'gen tok/s':>11}{'TTFT p50':>10}{'TTFT p99':>10}"
+          f"{'ITL p50':>9}{'ITL p99':>9}{'lost':>6}{'dup':>5}")
+    bad = 0
+    for rate in rates:
+        for policy in a.policies.split(","):
+            srv = Server("vigil", policy=policy, threads=a.threads)
+            try:
+                res, wall = open_loop(srv.port, srv.model_name, rate, a.requests, seed=int(rate * 100))
+            finally:
+                srv.stop()
+            s = summarize(res, wall)
+            bad += s["lost"] + s["duplicated"]
+            print(f"{policy:<14}{rate:>8.1f}{s['gen_tps']:>11.1f}{s['ttft_p50']*1e3:>9.0f}ms{s['ttft_p99']*1e3:>8.0f}ms"
+                  f"{s['itl_p50']*1e3:>7.1f}ms{s['itl_p99']*1e3:>7.1f}ms{s['lost']:>6}{s['duplicated']:>5}", flush=True)
+    return 1 if bad else 0
+
+
+def closed_loop(port, model, streams, seconds):
+    stop_at = time.perf_counter() + seconds
+    results, lock = [], threading.Lock()
+
+    def client(k):
+        i = 0
+        while time.perf_counter() < stop_at:
+            one_request(port, model, k * 100000 + i, 32, 64, 0, k * 7919 + i, results, lock)
+            i += 1
+
+    ths = [threading.Thread(target=client, args=(k,)) for k in range(streams)]
+    t0 = time.perf_counter()
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    return results, time.perf_counter() - t0
+
+
+def cmd_streams(a):
+    kinds = ["vigil"] + (["llama.cpp"] if a.llama_cpp else [])
+    print(f"{'server':<12}{'streams':>8}{'gen tok/s':>11}{'TTFT p50':>10}{'ITL p50':>9}{'lost':>6}")
+    table = {}
+    for kind in kinds:
+        for n in [int(x) for x in a.streams.split(",")]:
+            srv = Server(kind, threads=a.threads)
+            try:
+                res, wall = closed_loop(srv.port, srv.model_name, n, a.seconds)
+            finally:
+                srv.stop()
+            s = summarize(res, wall)
+            table[(kind, n)] = s["gen_tps"]
+            print(f"{kind:<12}{n:>8}{s['gen_tps']:>11.1f}{s['ttft_p50']*1e3:>9.0f}ms{s['itl_p50']*1e3:>7.1f}ms"
+                  f"{s['lost']:>6}", flush=True)
+    ns = [int(x) for x in a.streams.split(",")]
+    for kind in kinds:
+        print(f"{kind}: {ns[-1]} streams / {ns[0]} stream = {table[(kind, ns[-1])] / table[(kind, ns[0])]:.2f}x")
+    return 0
+
+
+def cmd_soak(a):
+    """Finds the saturation rate with a short probe, then runs at overload × that rate."""
+    srv = Server("vigil", policy=a.policy, threads=a.threads)
+    try:
+        res, wall = closed_loop(srv.port, srv.model_name, 16, min(10, a.seconds))
+        # Requests per second the server completes when always busy (closed loop of 16).
+        capacity = len(res) / wall
+        rate = a.overload * capacity
+        n = max(10, int(rate * a.seconds))
+        res, wall = open_loop(srv.port, srv.model_name, rate, n, seed=7)
+    finally:
+        srv.stop()
+    s = summarize(res, wall)
+    print(f"soak: capacity {capacity:.2f} req/s, offered {rate:.2f} req/s for {wall:.0f}s: {s['requests']} requests, "
+          f"lost {s['lost']}, duplicated {s['duplicated']}, TTFT p99 {s['ttft_p99']:.2f}s")
+    return 1 if s["lost"] or s["duplicated"] or s["requests"] != n else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("sweep")
+    p.add_argument("--rates", default="1,2,4")
+    p.add_argument("--requests", type=int, default=60)
+    p.add_argument("--policies", default="fcfs,priority,token_budget")
+    p = sub.add_parser("streams")
+    p.add_argument("--streams", default="1,16")
+    p.add_argument("--seconds", type=float, default=20)
+    p.add_argument("--llama-cpp", action="store_true", help="also run llama-cpp-python's server")
+    p = sub.add_parser("soak")
+    p.add_argument("--seconds", type=float, default=600)
+    p.add_argument("--overload", type=float, default=1.5)
+    p.add_argument("--policy", default="token_budget")
+    for p in sub.choices.values():
+        p.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    sys.exit({"sweep": cmd_sweep, "streams": cmd_streams, "soak": cmd_soak}[a.cmd](a))
+
+
+if __name__ == "__main__":
+    main()

@@ -46,16 +46,18 @@ start_agent() {
 
 first_request() {
   echo "== a chat completion through the OpenAI API"
-  curl -s "http://127.0.0.1:$worker_port/v1/chat/completions" -H 'Content-Type: application/json' \
+  local answer
+  answer=$(curl -s "http://127.0.0.1:$worker_port/v1/chat/completions" -H 'Content-Type: application/json' \
     -d '{"model": "SmolLM2-135M-Instruct.Q4_1.gguf", "max_tokens": 32,
-         "messages": [{"role": "user", "content": "What is the capital of France?"}]}'
-  echo
+         "messages": [{"role": "user", "content": "What is the capital of France?"}]}')
+  echo "$answer"
+  grep -q '"choices"' <<<"$answer" || { echo "demo: the worker did not answer the request" >&2; exit 1; }
   echo "== the worker's metrics (excerpt)"
   curl -s "http://127.0.0.1:$worker_port/metrics" | grep -E '^vigil_worker_(requests_running|kv_cache_usage_ratio|generation_tokens_total|info)' || true
   if [[ $(id -u) -eq 0 ]]; then
     echo "== the agent's metrics (excerpt)"
     sleep 2  # one discovery round: the agent attaches to the worker's USDT probes
-    curl -s "http://127.0.0.1:$agent_port/metrics" | grep -E '^vigil_agent_(probes_attached|events_total)' | head -n 12 || true
+    curl -sf "http://127.0.0.1:$agent_port/metrics" | grep -E '^vigil_agent_(probes_attached|events_total)' | head -n 12
   fi
 }
 

@@ -9,7 +9,8 @@ local by(labels) = 'by (%s)' % std.join(', ', labels);
 local P = by(c.processLabels);
 local W = by(c.workerLabels);
 local where = '(pod {{ $labels.pod }} in {{ $labels.namespace }})';
-local proc = 'process {{ $labels.comm }} (pid {{ $labels.pid }}, pod UID {{ $labels.pod_uid }}) on {{ $labels.node }} ({{ $labels.instance }})';
+// Processes outside Kubernetes have no pod UID: say nothing rather than an empty value.
+local proc = 'process {{ $labels.comm }} (pid {{ $labels.pid }}{{ with $labels.pod_uid }}, pod UID {{ . }}{{ end }}) on {{ $labels.node }} ({{ $labels.instance }})';
 
 local alert(name, severity, priority, source, expr, for_, summary, description) = {
   alert: name,

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""From signal to page, with the real servers: vigil-agent and vigil-worker scraped by a real
+Prometheus running the rules of alerts/ (windows shortened), alerting a real Alertmanager with
+the routing of deploy/alertmanager, whose receivers are this test's webhook.
+  1. GPU: a process on the stand-in libcuda makes small allocations while its cuGraphLaunch calls
+     fail -> the P1 VigilGpuFragmentationGraphFailures reaches the paging receivers (PagerDuty
+     and webhook) with exact labels, not the ticket receiver; failures stop -> resolved arrives.
+  2. TCP: an NCCL process (real libnccl.so.2) streams between two network namespaces; the link is
+     blackholed -> the P1 VigilNcclTcpTimeoutRiskHigh pages for that pid; the link comes back ->
+     resolved arrives while the process still runs.
+  3. With --dashboards DIR: every panel query of the generated dashboards returns data from this
+     run (dashboards_check.py); with --render-to DIR each panel is drawn to a PNG there.
+usage: alerting_e2e.py VIGIL_AGENT VIGIL_WORKER MODEL LIBCUDA NCCL_STALL TCP_BULK [--dashboards DIR] [--render-to DIR]"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', 'agent'))
+from harness import Agent, require_root  # noqa: E402  (the agent tests' harness)
+from tcp_retransmits import B_ADDR, Namespaces  # noqa: E402
+from stack import Stack, fail, free_port, http_get, wait_until  # noqa: E402
+
+NCCL_LIB = '/usr/local/cuda/lib64/libnccl.so.2'
+COLLECTIVE_TIMEOUT_S = 10
+# Short windows so a fault fires and resolves in seconds; thresholds and expressions unchanged.
+RULE_OVERRIDES = {'graphFailuresWindow': '20s', 'p1For': '5s', 'timeoutRiskFor': '3s'}
+PAGE, PAGERDUTY, TICKET = '/page', '/pagerduty', '/ticket'
+
+
+class Worker:
+    """vigil-worker serve on a free loopback port, with a trickle of completions for the serving metrics."""
+
+    def __init__(self, binary, model):
+        self.port = free_port()
+        self.log = open(os.path.join('/tmp', 'vigil-alerting-worker-%d.log' % os.getpid()), 'w+')
+        self.proc = subprocess.Popen([binary, 'serve', '-m', model, '--port', str(self.port)],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        wait_until('worker ready', self.ready, 60)
+        self.stopping = threading.Event()
+        self.requests = 0
+        self.thread = threading.Thread(target=self.trickle, daemon=True)
+        self.thread.start()
+
+    def ready(self):
+        if self.proc.poll() is not None:
+            self.log.seek(0)
+            fail("worker exited %d: %s" % (self.proc.returncode, self.log.read()[-2000:]))
+        try:
+            return '"ready"' in http_get('http://127.0.0.1:%d/ready' % self.port)  # 503 raises
+        except OSError:
+            return False
+
+    def trickle(self):
+        body = json.dumps({'prompt': 'The capital of France is', 'max_tokens': 8}).encode()
+        while not self.stopping.wait(1.0):
+            req = urllib.request.Request('http://127.0.0.1:%d/v1/completions' % self.port, data=body,
+                                         headers={'Content-Type': 'application/json'})
+            try:
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    r.read()
+                self.requests += 1
+            except OSError as e:
+                print("worker request failed: %s" % e, flush=True)
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(timeout=35)
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=40)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        os.unlink(self.log.name)
+
+
+def process_labels(agent, metric, pid):
+    """The identity labels the agent gives PID on METRIC (container_id and pod_uid are empty
+    outside containers, and Prometheus drops empty labels)."""
+    for name, labels, _ in agent.scrape():
+        if name == metric and labels.get('pid') == str(pid):
+            return {k: labels[k] for k in ('pid', 'comm', 'container_id', 'pod_uid') if labels.get(k)}
+    return None
+
+
+def expect_page(stack, alertname, want_labels, rule):
+    """Waits for the firing notification on both paging receivers and checks it exactly."""
+    r = stack.receiver
+    t, alert = wait_until('%s firing at the webhook' % alertname, lambda: (r.alerts(PAGE, alertname, 'firing') or [None])[0], 90)
+    if alert['labels'] != want_labels:
+        fail("%s labels:\n got  %s\n want %s" % (alertname, sorted(alert['labels'].items()), sorted(want_labels.items())))
+    ann = alert['annotations']
+    if ann['summary'] != rule['annotations']['summary'] or ann['runbook_url'] != rule['annotations']['runbook_url']:
+        fail("%s annotations: %s" % (alertname, ann))
+    if 'pid %s' % want_labels['pid'] not in ann['description'] or '{{' in ann['description']:
+        fail("%s description not rendered for the process: %s" % (alertname, ann['description']))
+    print("paged: %s %s\n  %s" % (alertname, json.dumps(alert['labels'], sort_keys=True), ann['description']), flush=True)
+    wait_until('%s at the PagerDuty receiver' % alertname, lambda: [
+        b for _, b in r.notifications(PAGERDUTY)
+        if b.get('event_action') == 'trigger' and alertname in b['payload']['summary']], 30)
+    pd = [b for _, b in r.notifications(PAGERDUTY) if alertname in b['payload']['summary']][0]
+    if pd['routing_key'] != 'e2e-routing-key' or pd['payload']['severity'] != 'critical':
+        fail("PagerDuty event: %s" % pd)
+    print("  PagerDuty event: %s, severity %s, dedup_key %s" % (pd['event_action'], pd['payload']['severity'], pd['dedup_key']))
+    if r.alerts(TICKET, alertname, 'firing'):
+        fail("%s (P1) also went to the ticket receiver" % alertname)
+    return t
+
+
+def expect_resolved(stack, alertname, pid, still_running):
+    r = stack.receiver
+    t, alert = wait_until('%s resolved at the webhook' % alertname, lambda: next(
+        ((t, a) for t, a in r.alerts(PAGE, alertname, 'resolved') if a['labels']['pid'] == str(pid)), None), 120)
+    if not still_running():
+        fail("%s resolved only after the faulty process exited: the fault stopping did not resolve it" % alertname)
+    wait_until('%s resolve at the PagerDuty receiver' % alertname, lambda: [
+        b for _, b in r.notifications(PAGERDUTY) if b.get('event_action') == 'resolve'], 30)
+    print("resolved: %s (pid %s), PagerDuty resolve received" % (alertname, pid), flush=True)
+    return t
+
+
+def gpu_phase(stack, agent, libcuda, rules, base):
+    fault = subprocess.Popen([sys.executable, os.path.join(HERE, 'gpu_fault.py'), libcuda],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(fault.stdout.readline().split('pid=')[1])
+        ident = wait_until('agent sees the GPU process', lambda: process_labels(agent, 'gpu_memory_fragmentation_ratio', pid), 20)
+        start = time.time()
+        expect_page(stack, 'VigilGpuFragmentationGraphFailures', dict(base, **ident, **rules['VigilGpuFragmentationGraphFailures']['labels'],
+                                                                    alertname='VigilGpuFragmentationGraphFailures'),
+                    rules['VigilGpuFragmentationGraphFailures'])
+        print("  %.1f s from the first failure to the page" % (time.time() - start))
+        fault.stdin.write('off\n')
+        fault.stdin.flush()
+        off = time.time()
+        expect_resolved(stack, 'VigilGpuFragmentationGraphFailures', pid, lambda: fault.poll() is None)
+        print("  %.1f s from the last failure to the resolved notification" % (time.time() - off))
+    finally:
+        fault.kill()
+        fault.wait()
+
+
+def tcp_phase(stack, agent, stall_bin, bulk, rules, base):
+    with Namespaces() as nets:
+        server = subprocess.Popen(['ip', 'netns', 'exec', nets.b, bulk, 'listen', '5301', '0'],
+                                  stdout=subprocess.PIPE, text=True)
+        server.stdout.readline()
+        client = subprocess.Popen(['ip', 'netns', 'exec', nets.a, stall_bin, B_ADDR, '5301'],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            pid = int(client.stdout.readline().split('pid=')[1].split()[0])
+            ident = wait_until('risk gauge for the NCCL process', lambda: process_labels(agent, 'nccl_tcp_timeout_risk_ratio', pid), 20)
+            risk = stack.query('nccl_tcp_timeout_risk_ratio{pid="%d"}' % pid)
+            if risk and float(risk[0]['value'][1]) != 0:
+                fail("risk before the blackhole: %s" % risk)
+            nets.nft(nets.b, 100)
+            start = time.time()
+            name = 'VigilNcclTcpTimeoutRiskHigh'
+            expect_page(stack, name, dict(base, **ident, **rules[name]['labels'], alertname=name), rules[name])
+            print("  %.1f s from the blackhole to the page" % (time.time() - start))
+            nets.nft(nets.b, 0)
+            up = time.time()
+            expect_resolved(stack, name, pid, lambda: client.poll() is None)
+            print("  %.1f s from the link's return to the resolved notification" % (time.time() - up))
+        finally:
+            for p in (client, server):
+                p.kill()
+                p.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for a in ('agent', 'worker', 'model', 'libcuda', 'nccl_stall', 'tcp_bulk'):
+        ap.add_argument(a)
+    ap.add_argument('--dashboards')
+    ap.add_argument('--render-to')
+    args = ap.parse_args()
+    require_root()
+    if not os.path.exists(NCCL_LIB):
+        fail(NCCL_LIB + " missing: the TCP phase needs a real NCCL process")
+
+    rules = {}
+    import yaml
+    worker = Worker(args.worker, args.model)
+    try:
+        config = ('grace_period: 10s\nwindows: {fragmentation: 10s}\nprobes: {xid: false}\n'
+                  'correlation: {collective_timeout: %ds}\nlibraries: {cuda: [%s], nccl: [%s]}\n'
+                  % (COLLECTIVE_TIMEOUT_S, os.path.abspath(args.libcuda), NCCL_LIB))
+        with Agent(args.agent, config) as agent:
+            scrape = [
+                {'job_name': 'vigil-agent', 'static_configs': [{'targets': ['127.0.0.1:%d' % agent.port],
+                                                                 'labels': {'cluster': 'e2e', 'node': 'e2e-node'}}]},
+                {'job_name': 'vigil-worker', 'static_configs': [{'targets': ['127.0.0.1:%d' % worker.port],
+                                                                  'labels': {'cluster': 'e2e', 'namespace': 'e2e',
+                                                                             'pod': 'vigil-worker-0'}}]},
+            ]
+            with Stack(scrape, RULE_OVERRIDES) as stack:
+                with open(os.path.join(stack.dir, 'rules.yaml')) as f:
+                    rules = {r['alert']: r for g in yaml.safe_load(f)['groups'] for r in g['rules'] if 'alert' in r}
+                began = time.time()
+                wait_until('both targets up', lambda: stack.targets_up(['vigil-agent', 'vigil-worker']), 30)
+                base = {'cluster': 'e2e', 'node': 'e2e-node', 'instance': '127.0.0.1:%d' % agent.port}
+                gpu_phase(stack, agent, args.libcuda, rules, base)
+                tcp_phase(stack, agent, args.nccl_stall, args.tcp_bulk, rules, base)
+                if worker.requests == 0:
+                    fail("no completion succeeded during the run: the serving metrics would be empty")
+                if args.dashboards:
+                    from dashboards_check import check_dashboards
+                    check_dashboards(stack, args.dashboards, began, time.time(), args.render_to)
+    finally:
+        worker.stop()
+    print("ok")
+
+
+if __name__ == '__main__':
+    main()

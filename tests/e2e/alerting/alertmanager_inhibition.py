@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Inhibitions of deploy/alertmanager/alertmanager.yml on a real Alertmanager: alerts are posted
+to its API as Prometheus would; a down worker must silence its latency and saturation alerts, a
+down agent the alerts derived from its metrics, the timeout-risk page the retransmit ticket; the
+same alerts elsewhere (another job, pod, agent or pid) must still notify.
+usage: alertmanager_inhibition.py"""
+import json
+import os
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+from stack import Receiver, alertmanager_config, fail, free_port, http_get, wait_until
+
+WORKER = {'cluster': 'c1', 'namespace': 'inference', 'job': 'vigil-worker', 'pod': 'vigil-worker-0', 'instance': '10.0.0.5:8080'}
+AGENT = {'cluster': 'c1', 'node': 'gpu-1', 'instance': '10.0.1.1:9435'}
+PROC = dict(AGENT, pid='42', comm='python')
+
+
+def alert(name, priority, source, **labels):
+    return {'alertname': name, 'priority': priority, 'severity': 'critical' if priority == 'P1' else 'warning',
+            'source': source, **labels}
+
+
+# (labels, inhibited?)
+CASES = [
+    (alert('VigilWorkerDown', 'P1', 'worker', **WORKER), False),
+    (alert('VigilWorkerTtftBudgetBurnFast', 'P1', 'worker', cluster='c1', namespace='inference', job='vigil-worker'), True),
+    (alert('VigilWorkerTtftBudgetBurnSlow', 'P2', 'worker', cluster='c1', namespace='inference', job='vigil-worker'), True),
+    (alert('VigilWorkerTtftBudgetBurnFast', 'P1', 'worker', cluster='c1', namespace='chat', job='vigil-worker'), False),
+    (alert('VigilWorkerKvCacheSaturated', 'P2', 'worker', **WORKER), True),
+    (alert('VigilWorkerKvCacheSaturated', 'P2', 'worker', **dict(WORKER, pod='vigil-worker-1', instance='10.0.0.6:8080')), False),
+    (alert('VigilAgentDown', 'P2', 'agent-self', job='vigil-agent', **AGENT), False),
+    (alert('VigilGpuFragmentationGraphFailures', 'P1', 'agent', **PROC), True),
+    (alert('VigilAgentEventsDropped', 'P2', 'agent-self', set='cuda', **AGENT), True),
+    (alert('VigilGpuFragmentationGraphFailures', 'P1', 'agent', **dict(PROC, node='gpu-2', instance='10.0.1.2:9435')), False),
+    (alert('VigilNcclTcpTimeoutRiskHigh', 'P1', 'agent', **dict(PROC, node='gpu-3', instance='10.0.1.3:9435', pid='7')), False),
+    (alert('VigilTcpRetransmitStorm', 'P2', 'agent', **dict(PROC, node='gpu-3', instance='10.0.1.3:9435', pid='7')), True),
+    (alert('VigilTcpRetransmitStorm', 'P2', 'agent', **dict(PROC, node='gpu-3', instance='10.0.1.3:9435', pid='8')), False),
+]
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix='vigil-inhibition-')
+    receiver = Receiver()
+    port = free_port()
+    alertmanager_config(os.path.join(tmp, 'am.yml'), receiver, tmp)
+    am = subprocess.Popen(['prometheus-alertmanager', '--config.file=' + os.path.join(tmp, 'am.yml'),
+                           '--storage.path=' + os.path.join(tmp, 'data'), '--web.listen-address=127.0.0.1:%d' % port,
+                           '--cluster.listen-address='], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        def ready():
+            if am.poll() is not None:
+                fail("alertmanager exited %d" % am.returncode)
+            try:
+                return http_get('http://127.0.0.1:%d/-/ready' % port) is not None
+            except OSError:
+                return False
+        wait_until('alertmanager ready', ready, 30)
+        now = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(time.time() - 60))
+        body = json.dumps([{'labels': l, 'annotations': {'summary': 's'}, 'startsAt': now} for l, _ in CASES]).encode()
+        req = urllib.request.Request('http://127.0.0.1:%d/api/v2/alerts' % port, data=body,
+                                     headers={'Content-Type': 'application/json'})
+        urllib.request.urlopen(req, timeout=5).read()
+
+        def key(labels):
+            return tuple(sorted(labels.items()))
+        want_notified = {key(l) for l, inhibited in CASES if not inhibited}
+
+        def notified():
+            got = {key(a['labels']) for _, _, b in receiver.got if b.get('alerts') for a in b['alerts']}
+            return got if want_notified <= got else None
+        got = wait_until('every uninhibited alert notified', notified, 30)
+        time.sleep(3)  # two more group intervals: an inhibited alert that leaks would arrive by now
+        got = {key(a['labels']) for _, _, b in receiver.got if b.get('alerts') for a in b['alerts']}
+        state = {key(a['labels']): a['status'] for a in json.loads(http_get('http://127.0.0.1:%d/api/v2/alerts' % port))}
+        errors = 0
+        for labels, inhibited in CASES:
+            k = key(labels)
+            by = state.get(k, {}).get('inhibitedBy', [])
+            ok = bool(by) == inhibited and (k in got) != inhibited
+            errors += not ok
+            print("%s %-36s %-50s %s" % ('ok  ' if ok else 'FAIL', labels['alertname'],
+                                         ','.join('%s=%s' % (n, labels[n]) for n in ('namespace', 'pod', 'node', 'pid') if n in labels),
+                                         'inhibited' if by else 'notified' if k in got else 'neither'))
+        if errors:
+            fail("%d inhibition cases" % errors)
+    finally:
+        am.terminate()
+        am.wait(timeout=15)
+        receiver.stop()
+        subprocess.run(['rm', '-rf', tmp])
+    print("ok")
+
+
+if __name__ == '__main__':
+    main()

@@ -75,6 +75,18 @@ def vigil(threads, pp, tg, seqs):
     return json.loads(out.stdout)
 
 
+def startup_to_first_token_ms(threads, runs=5):
+    """Wall time of `generate -n 1` (process start, mmap, tokenize, prefill, first token, exit),
+    warm page cache: an upper bound of start-to-first-token."""
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run([WORKER, "generate", "-m", MODEL, "-p", "Hello", "-n", "1", "-t", str(threads)],
+                       check=True, capture_output=True)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
@@ -89,6 +101,7 @@ def main():
     ref = LlamaCpp(a.threads, n_ctx=max(a.pp, a.tg + 8) + 16, flash_attn=a.llama_flash_attn)
     rows = {"llama.cpp pp": [], "llama.cpp tg": [], "vigil pp": [], "vigil tg": [], "vigil batched tg": []}
     kernels = ""
+    bound = {}
     for _ in range(a.rounds):
         rows["llama.cpp pp"].append(ref.pp(a.pp))
         rows["llama.cpp tg"].append(ref.tg(a.tg))
@@ -97,6 +110,7 @@ def main():
         rows["vigil pp"].append(v["pp_tps"])
         rows["vigil tg"].append(v["tg_tps"])
         rows["vigil batched tg"].append(v["batch_tg_tps"])
+        bound = {"read_gbs": v["read_gbs"], "tg_bound_tps": v["tg_bound_tps"], "weight_bytes": v["weight_bytes"]}
     med = {k: statistics.median(v) for k, v in rows.items()}
     print(f"llama-cpp-python {ref.version} (flash_attn {a.llama_flash_attn}); vigil kernels {kernels}; "
           f"threads {a.threads}; "
@@ -109,6 +123,12 @@ def main():
     print(f"{'tg' + str(a.tg) + ' x ' + str(a.seqs) + ' seqs (aggregate)':<28}{'':>16}"
           f"{med['vigil batched tg']:>14.1f}{'':>17}")
     print(f"batched/single-stream (vigil): {med['vigil batched tg'] / med['vigil tg']:.2f}x")
+    print(f"memory-bandwidth bound: {bound['weight_bytes'] / 1e6:.1f} MB of weights per token / "
+          f"{bound['read_gbs']:.1f} GB/s measured read = {bound['tg_bound_tps']:.1f} tok/s; vigil tg reaches "
+          f"{med['vigil tg'] / bound['tg_bound_tps'] * 100:.0f}% of it, llama.cpp "
+          f"{med['llama.cpp tg'] / bound['tg_bound_tps'] * 100:.0f}%")
+    print(f"process start to first token (vigil generate -n 1, warm cache, median of 5): "
+          f"{startup_to_first_token_ms(a.threads):.0f} ms")
     json.dump({"median": med, "rounds": rows}, sys.stderr)
     sys.stderr.write("\n")
 

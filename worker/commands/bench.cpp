@@ -25,6 +25,37 @@ struct BenchOptions {
   int threads = 2, prompt = 512, gen = 128, seqs = 8, batch = 512, reps = 3;
 };
 
+// Read bandwidth with the same threads the kernels use: each thread sums its share of a buffer far
+// larger than the caches (the weights of a decode step stream from memory the same way).
+double read_bandwidth_gbs(ThreadPool& pool) {
+  constexpr size_t kBytes = size_t{1} << 30;
+  constexpr int kChunks = 64;
+  std::vector<uint64_t> buf(kBytes / sizeof(uint64_t), 1);
+  std::vector<uint64_t> sums(kChunks);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = Clock::now();
+    pool.parallel_for(kChunks, [&](int chunk, int) {
+      const size_t n = buf.size() / kChunks;
+      const uint64_t* p = buf.data() + static_cast<size_t>(chunk) * n;
+      uint64_t a = 0, b = 0, c = 0, d = 0;
+      for (size_t i = 0; i < n; i += 4) {
+        a += p[i];
+        b += p[i + 1];
+        c += p[i + 2];
+        d += p[i + 3];
+      }
+      sums[static_cast<size_t>(chunk)] = a + b + c + d;
+    });
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(kBytes) / s / 1e9);
+  }
+  uint64_t total = 0;
+  for (uint64_t v : sums) total += v;
+  if (total != buf.size()) std::fprintf(stderr, "bench: bandwidth checksum mismatch\n");
+  return best;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -119,11 +150,14 @@ int bench_command(int argc, char** argv) {
   for (int r = 0; r < o.reps; ++r) tg.push_back(decode(1));
   for (int r = 0; r < o.reps; ++r) tgb.push_back(decode(o.seqs));
 
+  const double gbs = read_bandwidth_gbs(pool);
   std::printf(
       "{\"engine\": \"vigil\", \"kernels\": \"%s\", \"threads\": %d, \"pp_tokens\": %d, \"pp_tps\": %.2f, "
-      "\"tg_tokens\": %d, \"tg_tps\": %.2f, \"batch_seqs\": %d, \"batch_tg_tps\": %.2f, \"weight_bytes\": %llu}\n",
+      "\"tg_tokens\": %d, \"tg_tps\": %.2f, \"batch_seqs\": %d, \"batch_tg_tps\": %.2f, \"weight_bytes\": %llu, "
+      "\"read_gbs\": %.2f, \"tg_bound_tps\": %.2f}\n",
       std::string(cpu_kernel_path()).c_str(), o.threads, o.prompt, median(pp), o.gen, median(tg), o.seqs,
-      median(tgb), static_cast<unsigned long long>(model->weight_bytes()));
+      median(tgb), static_cast<unsigned long long>(model->weight_bytes()), gbs,
+      gbs * 1e9 / static_cast<double>(model->weight_bytes()));
   return 0;
 }
 

@@ -55,7 +55,7 @@ const Ggml& ggml() {
 
 #define REQUIRE_GGML()                                                                      \
   if (!ggml().quantize_q8_1 || !ggml().dot_q4_1 || !ggml().dot_q8_0 || !ggml().dot_q4_0) { \
-    GTEST_SKIP() << "libggml-cpu.so not found (run scripts/setup_reference.sh)";            \
+    GTEST_FAIL() << "libggml-cpu.so not found (run scripts/setup_reference.sh)";            \
   }
 
 // Realistic activations plus blocks full of exact ties and outliers (finite only: ggml leaves

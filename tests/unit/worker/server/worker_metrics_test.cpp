@@ -62,7 +62,7 @@ TEST(WorkerMetrics, PreemptionCounterFollowsTheEngine) {
 }
 
 TEST(WorkerMetrics, PromtoolAcceptsTheExposition) {
-  if (std::system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "promtool not installed";
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) GTEST_FAIL() << "promtool not installed (scripts/setup.sh installs the prometheus package)";
   WorkerMetrics m("SmolLM2-135M-Instruct.Q4_1", "0.1.0", "avx2");
   m.first_token(0.01);
   m.request_finished(FinishReason::kCancelled, 3, 0, 0.1);

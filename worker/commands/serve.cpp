@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "commands/serve_tp.h"
 #include "kernels/cpu/matmul.h"
 #include "model/llama_model.h"
 #include "model/vocab.h"
@@ -39,6 +40,7 @@ struct Options {
   std::string model, config;
   std::optional<std::string> host;
   std::optional<int> port;
+  TpOptions tp;
 };
 
 struct UsageError : std::invalid_argument {
@@ -55,6 +57,7 @@ Options parse(int argc, char** argv) {
     };
     if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
+      std::fputs(kTpUsage, stdout);
       std::exit(0);
     } else if (a == "-m" || a == "--model") {
       o.model = value();
@@ -70,11 +73,22 @@ Options parse(int argc, char** argv) {
       o.port = static_cast<int>(p);
     } else if (a == "--config") {
       o.config = value();
+    } else if (is_tp_flag(a)) {
+      try {
+        parse_tp_flag(a, value(), o.tp);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+      }
     } else {
       throw UsageError("unknown option '" + a + "'");
     }
   }
   if (o.model.empty()) throw UsageError("-m MODEL is required");
+  try {
+    check_tp_options(o.tp);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
   return o;
 }
 
@@ -112,7 +126,16 @@ int serve_command(int argc, char** argv) {
                                ? std::filesystem::path(o.model).filename().string()
                                : config.server.model_name;
   const std::string kernels(cpu_kernel_path());
+  std::unique_ptr<TpGroup> tp;
+  if (o.tp.world > 1) {
+    tp = std::make_unique<TpGroup>(o.tp, *model, config.engine);
+    if (!tp->leader()) return tp->follow(*model, config.engine);
+  }
   WorkerMetrics metrics(name, VIGIL_VERSION, kernels);
+  if (tp) {
+    tp->serve(metrics.registry());
+    config.engine.tensor_parallel = &tp->parallel();
+  }
   EngineBackend backend(*model, vocab, config.engine);
   HttpServer server(backend, metrics, config.server, name, true);
   std::fprintf(stderr,
@@ -123,6 +146,7 @@ int serve_command(int argc, char** argv) {
                config.engine.max_context, config.engine.kv_blocks, config.engine.kv_block_size);
   server.run();
   backend.shutdown();  // before the server: engine events post to its I/O context
+  if (tp) tp->finish();
   return 0;
 }
 

@@ -67,6 +67,7 @@ Engine::Engine(const LlamaModel& model, const Vocab& vocab, const EngineConfig& 
   stats_.kv_blocks_total = config.kv_blocks;
   stats_.kv_blocks_free = config.kv_blocks;
   batch_.reserve(static_cast<size_t>(ctx_.max_batch()));
+  ctx_.set_tensor_parallel(config.tensor_parallel);
   thread_ = std::thread([this] { loop(); });
 }
 

@@ -35,6 +35,8 @@ struct EngineConfig {
   double batch_window_ms = 0.0;   // wait this long for more arrivals before a step from idle
   bool prefix_caching = true;     // reuse cached KV blocks of identical prompt prefixes
   PolicyKind policy = PolicyKind::kFcfs;
+  // Not from YAML: `serve --tp` sets it on the leader rank. nullptr: one rank.
+  TensorParallel* tensor_parallel = nullptr;
 };
 
 enum class SubmitStatus { kAccepted, kQueueFull, kTooLong, kUnknownAdapter, kDraining, kInvalid };

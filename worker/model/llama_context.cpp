@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "comm/tensor_parallel.h"
 #include "kernels/cpu/attention_ops.h"
 #include "kernels/cpu/fp16.h"
 
@@ -110,7 +111,12 @@ void LlamaContext::forward(std::span<const BatchToken> batch) {
     if (!t.seq || static_cast<size_t>(t.pos / cache_.block_size()) >= t.seq->blocks.size())
       throw std::invalid_argument("position " + std::to_string(t.pos) +
                                   " has no KV cache block reserved");
+    if (tp_ && t.adapter)
+      throw std::invalid_argument("LoRA adapters are not supported with tensor parallelism");
   }
+  // Held for the whole pass: the leader's heartbeat must not interleave with its collectives.
+  std::unique_lock<std::mutex> tp_lock;
+  if (tp_) tp_lock = tp_->begin_forward(batch);
   const int d = hp_.n_embd, kv = hp_.kv_dim(), ff = hp_.n_ff;
   const size_t ud = static_cast<size_t>(d);
   group_by_adapter(batch);
@@ -167,11 +173,14 @@ void LlamaContext::forward(std::span<const BatchToken> batch) {
     rms_norm(&x_[i * ud], model_.output_norm(), 1, d, hp_.rms_eps, &out_in_[n_logits_ * ud]);
     ++n_logits_;
   }
-  if (n_logits_ > 0) matmul(model_.output(), out_in_.data(), n_logits_, logits_.data(), pool_, scratch_);
+  if (n_logits_ == 0) return;
+  if (tp_) tp_->matmul(model_.output(), out_in_.data(), n_logits_, logits_.data(), pool_, scratch_);
+  else matmul(model_.output(), out_in_.data(), n_logits_, logits_.data(), pool_, scratch_);
 }
 
 void LlamaContext::project(int layer, LoraTarget target, const WeightView& w, const float* x, int n, float* y) {
-  matmul(w, x, n, y, pool_, scratch_);
+  if (tp_) tp_->matmul(w, x, n, y, pool_, scratch_);
+  else matmul(w, x, n, y, pool_, scratch_);
   if (!lora_groups_.empty()) apply_lora(layer, target, x, y);
 }
 

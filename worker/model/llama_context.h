@@ -13,6 +13,8 @@
 
 namespace vigil {
 
+class TensorParallel;
+
 // One token of a batch: its id, its position in its sequence, that sequence's block table
 // (which must already hold position `pos`), and the LoRA adapter its request uses.
 struct BatchToken {
@@ -37,6 +39,10 @@ class LlamaContext {
   std::span<const float> logits(int i) const;
   int n_logits() const { return n_logits_; }
 
+  // Splits every matrix product over the tensor-parallel group (comm/tensor_parallel.h); the
+  // leader also sends each batch to the followers. nullptr: one rank.
+  void set_tensor_parallel(TensorParallel* tp) { tp_ = tp; }
+
   const LlamaModel& model() const { return model_; }
   const KvCache& cache() const { return cache_; }
   int max_batch() const { return max_batch_; }
@@ -57,6 +63,7 @@ class LlamaContext {
   int max_batch_;
   int max_positions_;
   int n_logits_ = 0;
+  TensorParallel* tp_ = nullptr;
 
   std::vector<float> x_;       // [max_batch, n_embd] residual stream
   std::vector<float> xb_;      // [max_batch, n_embd] normalized input of a sublayer

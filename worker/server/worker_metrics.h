@@ -32,6 +32,9 @@ class WorkerMetrics {
   void request_finished(FinishReason reason, int prompt_tokens, int generation_tokens, double e2e_seconds);
   void rejected(Rejection why);
 
+  // For metrics owned elsewhere (the collectives'), served on the same /metrics.
+  prometheus::Registry& registry() { return *registry_; }
+
   // Text exposition format, with the engine's gauges read now.
   std::string scrape(const EngineStats& stats);
 

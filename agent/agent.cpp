@@ -20,7 +20,8 @@
 #include "collectors/self_collector.h"
 #include "collectors/tcp_collector.h"
 #include "collectors/xid_collector.h"
-#include "correlate/nccl_tcp_collector.h"
+#include "correlate/collective_probe.h"
+#include "correlate/correlator.h"
 #include "discovery/library_scanner.h"
 #include "discovery/process_table.h"
 #include "export/http_server.h"
@@ -108,9 +109,27 @@ class Agent {
         stats_.set_enabled("usdt", false, "load_failed");
       }
     }
-    if (nccl_ && tcp_)
-      collectors_.push_back({"nccl_tcp", std::make_shared<NcclTcpCollector>(nccl_->procs_fd(), tcp_->procs_fd(),
-                                                                            cfg_.collective_timeout, processes_)});
+    // Correlation needs the TCP state; failures come from NCCL's probes and the worker's own.
+    if (tcp_) {
+      correlator_ = std::make_shared<Correlator>(tcp_->procs_fd(), nccl_ ? nccl_->procs_fd() : -1,
+                                                 nccl_ ? nccl_->async_errors_fd() : -1, cfg_.collective_timeout,
+                                                 processes_);
+      collectors_.push_back({"correlation", correlator_});
+      if (!cfg_.probes.usdt) {
+        stats_.set_enabled("collective", false, "disabled_by_config");
+      } else {
+        try {
+          collectives_ = std::make_unique<CollectiveProbe>(
+              cfg_.kernel_btf, stats_, [this](const collective_failure& f) { correlator_->on_collective_failure(f); });
+          correlator_->set_collective_procs_fd(collectives_->procs_fd());
+          for (const auto& path : cfg_.libraries.usdt) collectives_->attach(path);
+          stats_.set_enabled("collective", true, "");
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "vigil-agent: collective probes disabled: %s\n", e.what());
+          stats_.set_enabled("collective", false, "load_failed");
+        }
+      }
+    }
     if (!cfg_.probes.xid) {
       stats_.set_enabled("xid", false, "disabled_by_config");
     } else {
@@ -147,6 +166,8 @@ class Agent {
     if (nccl_) nccl_->consume();
     if (proc_) proc_->consume();
     if (xid_) xid_->consume();
+    if (collectives_) collectives_->consume();
+    if (correlator_) correlator_->poll_nccl();
   }
 
   HttpResponse handle(const std::string& path) {
@@ -165,6 +186,7 @@ class Agent {
     if (gpu_memory_) gpu_memory_->sample();
     if (nccl_collector_) nccl_collector_->expire();
     if (allocators_) allocators_->expire();
+    if (correlator_) correlator_->expire();
     ready_ = true;
   }
 
@@ -200,6 +222,7 @@ class Agent {
       if (hit.kind == LibraryKind::kCuda && cuda_) cuda_->attach(hit.open_path, hit.dev, hit.inode);
       if (hit.kind == LibraryKind::kNccl && nccl_) nccl_->attach(hit.open_path, hit.dev, hit.inode);
       if (hit.kind == LibraryKind::kUsdt && usdt_) usdt_->attach(hit.open_path, hit.dev, hit.inode);
+      if (hit.kind == LibraryKind::kUsdt && collectives_) collectives_->attach(hit.open_path, hit.dev, hit.inode);
     }
   }
 
@@ -228,6 +251,8 @@ class Agent {
   std::shared_ptr<NcclCollector> nccl_collector_;
   std::unique_ptr<UsdtProbe> usdt_;
   std::shared_ptr<AllocatorCollector> allocators_;
+  std::shared_ptr<Correlator> correlator_;
+  std::unique_ptr<CollectiveProbe> collectives_;  // after correlator_: its callback uses it
   std::unique_ptr<ProcProbe> proc_;
   std::unique_ptr<XidProbe> xid_;
   std::map<uint32_t, std::chrono::steady_clock::time_point> exec_scans_;  // pid -> scan until

@@ -1,0 +1,89 @@
+// Loader of collective.bpf.c. Both probes or neither: a binary with only one of them would give
+// begins without ends (or the reverse), so a partial attach is undone and counted.
+#include "correlate/collective_probe.h"
+
+#include <linux/types.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include "collective.h"
+#include "collective.skel.h"
+
+namespace vigil::agent {
+
+void CollectiveProbe::SkelDeleter::operator()(collective_bpf* s) const { collective_bpf__destroy(s); }
+void CollectiveProbe::RingDeleter::operator()(ring_buffer* r) const { ring_buffer__free(r); }
+
+CollectiveProbe::CollectiveProbe(const std::string& btf_path, AgentStats& stats, OnFailure on_failure)
+    : stats_(stats), on_failure_(std::move(on_failure)) {
+  LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
+  skel_.reset(collective_bpf__open_opts(&opts));
+  if (!skel_) throw std::runtime_error("open collective.bpf.o: " + errno_reason(errno));
+  if (int err = collective_bpf__load(skel_.get())) throw std::runtime_error("load collective.bpf.o: " + errno_reason(err));
+  ring_.reset(ring_buffer__new(bpf_map__fd(skel_->maps.failures), on_event, this, nullptr));
+  if (!ring_) throw std::runtime_error("collective ring buffer: " + errno_reason(errno));
+  stats_.add_kernel_source("collective", [this] { return read_probe_stats(skel_->maps.probe_stats); });
+  register_tables(stats_, "collective", {skel_->maps.procs});
+}
+
+CollectiveProbe::~CollectiveProbe() {
+  stats_.add_kernel_source("collective", [] { return KernelCounters{}; });
+  register_tables(stats_, "collective", {skel_->maps.procs}, true);
+  stats_.add_attached("collective", -static_cast<int>(links_.size()));
+  links_.clear();
+}
+
+int CollectiveProbe::attach(const std::string& path, dev_t dev, ino_t inode) {
+  if (!done_.insert({dev, inode}).second) return 0;
+  Link begin(bpf_program__attach_usdt(skel_->progs.collective_begin, -1, path.c_str(), "vigil", "collective_begin",
+                                      nullptr));
+  const int begin_err = begin ? 0 : errno;
+  Link end(bpf_program__attach_usdt(skel_->progs.collective_end, -1, path.c_str(), "vigil", "collective_end", nullptr));
+  const int end_err = end ? 0 : errno;
+  if (begin_err == ENOENT && end_err == ENOENT) return 0;  // not a binary with collectives
+  if (!begin || !end) {
+    const int err = begin_err ? begin_err : end_err;
+    stats_.attach_failure("collective", err == ENOENT ? "usdt_missing" : errno_reason(err));
+    std::fprintf(stderr, "vigil-agent: collective: cannot attach both probes in %s: %s\n", path.c_str(),
+                 errno_reason(err).c_str());
+    return 0;
+  }
+  links_.push_back(std::move(begin));
+  links_.push_back(std::move(end));
+  stats_.add_attached("collective", 2);
+  std::fprintf(stderr, "vigil-agent: collective: 2 probes attached in %s\n", path.c_str());
+  return 2;
+}
+
+int CollectiveProbe::attach(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    stats_.attach_failure("collective", "library_missing");
+    std::fprintf(stderr, "vigil-agent: collective: %s not found\n", path.c_str());
+    return 0;
+  }
+  return attach(path, st.st_dev, st.st_ino);
+}
+
+int CollectiveProbe::on_event(void* ctx, void* data, size_t size) {
+  auto* self = static_cast<CollectiveProbe*>(ctx);
+  if (size < sizeof(collective_failure)) return 0;
+  collective_failure f;
+  std::memcpy(&f, data, sizeof f);
+  self->stats_.ringbuf_event("collective");
+  self->on_failure_(f);
+  return 0;
+}
+
+void CollectiveProbe::consume() {
+  int n = ring_buffer__consume(ring_.get());
+  if (n < 0 && n != -EINTR) std::fprintf(stderr, "vigil-agent: collective ring buffer: %s\n", errno_reason(-n).c_str());
+}
+
+int CollectiveProbe::procs_fd() const { return bpf_map__fd(skel_->maps.procs); }
+
+}  // namespace vigil::agent

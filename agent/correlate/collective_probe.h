@@ -1,0 +1,57 @@
+// Loads collective.bpf.c and attaches the worker's vigil:collective_begin/collective_end USDT
+// probes in each distinct worker binary; failed collectives arrive through a ring buffer.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "collectors/agent_stats.h"
+#include "probes/bpf_util.h"
+
+struct collective_bpf;
+struct collective_failure;
+struct ring_buffer;
+
+namespace vigil::agent {
+
+class CollectiveProbe {
+ public:
+  using OnFailure = std::function<void(const collective_failure&)>;
+  // Throws std::runtime_error when the object cannot be loaded.
+  CollectiveProbe(const std::string& btf_path, AgentStats& stats, OnFailure on_failure);
+  ~CollectiveProbe();
+  CollectiveProbe(const CollectiveProbe&) = delete;
+  CollectiveProbe& operator=(const CollectiveProbe&) = delete;
+
+  // Attaches both probes in the file once per device + inode; returns links made (0 when the file
+  // has no collective probes: not a worker binary).
+  int attach(const std::string& path, dev_t dev, ino_t inode);
+  int attach(const std::string& path);
+  // Hands queued failures to the callback without waiting.
+  void consume();
+
+  int procs_fd() const;
+
+ private:
+  static int on_event(void* ctx, void* data, size_t size);
+  struct SkelDeleter {
+    void operator()(collective_bpf* s) const;
+  };
+  struct RingDeleter {
+    void operator()(ring_buffer* r) const;
+  };
+  AgentStats& stats_;
+  OnFailure on_failure_;
+  std::unique_ptr<collective_bpf, SkelDeleter> skel_;
+  std::unique_ptr<ring_buffer, RingDeleter> ring_;
+  std::set<std::pair<dev_t, ino_t>> done_;
+  std::vector<Link> links_;  // destroyed before the ring and the skeleton: declared after them
+};
+
+}  // namespace vigil::agent

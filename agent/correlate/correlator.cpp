@@ -1,0 +1,181 @@
+// The correlation decision and its metrics. The TCP side is tcp.bpf.c's per-process state at the
+// latest retransmit (timer state, run-of-timeouts start); the collective side is an event with an
+// end time and a duration. Both clocks are CLOCK_MONOTONIC (bpf_ktime_get_ns).
+#include "correlate/correlator.h"
+
+#include <bpf/bpf.h>
+#include <linux/types.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include "collective.h"
+#include "collectors/tcp_collector.h"
+#include "export/metric_builder.h"
+#include "nccl.h"
+#include "probes/bpf_util.h"
+#include "tcp.h"
+
+namespace vigil::agent {
+namespace {
+
+const char* const kOpNames[] = {"unknown", "all_gather", "all_reduce", "broadcast", "barrier"};
+
+std::string comm_of(const char* c, size_t n) { return std::string(c, strnlen(c, n)); }
+
+}  // namespace
+
+bool tcp_trouble_in_window(const tcp_proc_state& tcp, uint64_t window_start_ns, uint64_t end_ns) {
+  if (!tcp.ts_ns) return false;
+  if (tcp.ts_ns >= window_start_ns && tcp.ts_ns <= end_ns) return true;
+  return tcp.stall_start_ns && tcp.stall_start_ns <= end_ns && tcp.ts_ns >= window_start_ns;
+}
+
+double timeout_risk_ratio(const tcp_proc_state& tcp, uint64_t now_ns, double timeout_seconds) {
+  const double stall = stall_seconds(tcp, now_ns);
+  if (stall <= 0 || timeout_seconds <= 0) return 0;
+  return (stall + std::min(2.0 * static_cast<double>(tcp.rto_us) / 1e6, 120.0)) / timeout_seconds;
+}
+
+Correlator::Correlator(int tcp_procs_fd, int nccl_procs_fd, int nccl_async_fd, std::chrono::milliseconds nccl_timeout,
+                       ProcessTable& processes)
+    : tcp_procs_fd_(tcp_procs_fd),
+      nccl_procs_fd_(nccl_procs_fd),
+      nccl_async_fd_(nccl_async_fd),
+      nccl_timeout_(nccl_timeout),
+      processes_(processes) {}
+
+void Correlator::record(uint32_t pid, const std::string& comm, const char* source, const char* kind,
+                        uint64_t window_start_ns, uint64_t end_ns, const std::string& what) {
+  tcp_proc_state tcp{};
+  const bool have_tcp = bpf_map_lookup_elem(tcp_procs_fd_, &pid, &tcp) == 0;
+  const bool correlated = have_tcp && tcp_trouble_in_window(tcp, window_start_ns, end_ns);
+  {
+    std::lock_guard lock(mu_);
+    auto& c = counts_[{pid, source, kind}];
+    (correlated ? c.first : c.second)++;
+    comms_[pid] = comm;
+  }
+  if (correlated)
+    std::fprintf(stderr,
+                 "vigil-agent: correlation: pid=%u comm=%s %s: TCP was backing off (latest retransmit %.3f s before "
+                 "the failure, %u consecutive, rto %.3f s, backoff %u)\n",
+                 pid, comm.c_str(), what.c_str(),
+                 end_ns >= tcp.ts_ns ? static_cast<double>(end_ns - tcp.ts_ns) / 1e9 : 0.0, tcp.retransmits,
+                 static_cast<double>(tcp.rto_us) / 1e6, tcp.backoff);
+  else
+    std::fprintf(stderr, "vigil-agent: correlation: pid=%u comm=%s %s: no TCP retransmit in the %.1f s before it\n",
+                 pid, comm.c_str(), what.c_str(), static_cast<double>(end_ns - window_start_ns) / 1e9);
+}
+
+void Correlator::on_collective_failure(const collective_failure& f) {
+  const char* kind = f.status == 1 ? "timeout" : "error";
+  const uint64_t start = f.ts_ns - std::min(f.ts_ns, f.elapsed_ns + kCorrelationLookbackNs);
+  char what[160];
+  std::snprintf(what, sizeof what, "%s %s after %.3f s (timeout %llu ms)", kOpNames[f.op < 5 ? f.op : 0], kind,
+                static_cast<double>(f.elapsed_ns) / 1e9, static_cast<unsigned long long>(f.timeout_ms));
+  record(f.tgid, comm_of(f.comm, sizeof f.comm), "worker", kind, start, f.ts_ns, what);
+}
+
+void Correlator::poll_nccl() {
+  if (nccl_procs_fd_ < 0) return;
+  std::map<uint32_t, uint64_t> async;
+  if (nccl_async_fd_ >= 0)
+    for (const auto& k : map_keys<nccl_async_key>(nccl_async_fd_)) {
+      __u64 n = 0;
+      if (bpf_map_lookup_elem(nccl_async_fd_, &k, &n) == 0) async[k.tgid] += n;
+    }
+  const uint64_t now = monotonic_ns();
+  const uint64_t window = static_cast<uint64_t>(nccl_timeout_.count()) * 1'000'000ULL + kCorrelationLookbackNs;
+  for (__u32 pid : map_keys<__u32>(nccl_procs_fd_)) {
+    nccl_proc p{};
+    if (bpf_map_lookup_elem(nccl_procs_fd_, &pid, &p) != 0) continue;
+    std::pair<uint64_t, uint64_t> seen, now_counts{p.aborts, async[pid]};
+    {
+      std::lock_guard lock(mu_);
+      seen = nccl_seen_[pid];
+      nccl_seen_[pid] = now_counts;
+    }
+    const std::string comm = comm_of(p.comm, sizeof p.comm);
+    const uint64_t start = now - std::min(now, window);
+    for (uint64_t i = seen.first; i < now_counts.first; ++i) record(pid, comm, "nccl", "abort", start, now, "ncclCommAbort");
+    for (uint64_t i = seen.second; i < now_counts.second; ++i)
+      record(pid, comm, "nccl", "error", start, now, "NCCL async error");
+  }
+}
+
+void Correlator::expire() {
+  std::set<uint32_t> pids;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [pid, comm] : comms_) pids.insert(pid);
+    for (const auto& [pid, seen] : nccl_seen_) pids.insert(pid);
+  }
+  if (collective_procs_fd_ >= 0)
+    for (__u32 pid : map_keys<__u32>(collective_procs_fd_)) pids.insert(pid);
+  for (uint32_t pid : pids) {
+    if (!processes_.expired(pid)) continue;
+    if (collective_procs_fd_ >= 0) bpf_map_delete_elem(collective_procs_fd_, &pid);
+    std::lock_guard lock(mu_);
+    std::erase_if(counts_, [&](const auto& kv) { return std::get<0>(kv.first) == pid; });
+    comms_.erase(pid);
+    nccl_seen_.erase(pid);
+  }
+}
+
+std::vector<prometheus::MetricFamily> Correlator::Collect() const {
+  using prometheus::MetricType;
+  auto correlated = make_family("nccl_tcp_correlated_timeouts_total",
+                                "Failed collectives (timeout, error, abort) while the process's TCP sockets were "
+                                "retransmitting or in RTO backoff.",
+                                MetricType::Counter);
+  auto uncorrelated = make_family("nccl_tcp_uncorrelated_timeouts_total",
+                                  "Failed collectives with no TCP retransmit of the process in the window before them.",
+                                  MetricType::Counter);
+  auto risk = make_family("nccl_tcp_timeout_risk_ratio",
+                          "(TCP stall so far + wait until the next retransmit) / the process's collective timeout.",
+                          MetricType::Gauge);
+  auto labels = [&](uint32_t pid, const std::string& fallback_comm) {
+    ProcessLabels l = processes_.labels(pid);
+    return LabelList{{"pid", std::to_string(pid)},
+                     {"comm", l.comm.empty() ? fallback_comm : l.comm},
+                     {"container_id", l.identity.container_id},
+                     {"pod_uid", l.identity.pod_uid}};
+  };
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, c] : counts_) {
+      LabelList l = labels(std::get<0>(key), comms_.at(std::get<0>(key)));
+      l.push_back({"source", std::get<1>(key)});
+      l.push_back({"kind", std::get<2>(key)});
+      add_sample(correlated, l, static_cast<double>(c.first));
+      add_sample(uncorrelated, l, static_cast<double>(c.second));
+    }
+  }
+  // Processes with collectives: the worker's (their own timeout) and NCCL's (the configured one).
+  std::map<uint32_t, std::pair<double, std::string>> timeouts;
+  if (nccl_procs_fd_ >= 0)
+    for (__u32 pid : map_keys<__u32>(nccl_procs_fd_)) {
+      nccl_proc p{};
+      if (bpf_map_lookup_elem(nccl_procs_fd_, &pid, &p) == 0)
+        timeouts[pid] = {std::chrono::duration<double>(nccl_timeout_).count(), comm_of(p.comm, sizeof p.comm)};
+    }
+  if (collective_procs_fd_ >= 0)
+    for (__u32 pid : map_keys<__u32>(collective_procs_fd_)) {
+      collective_proc p{};
+      if (bpf_map_lookup_elem(collective_procs_fd_, &pid, &p) == 0 && p.timeout_ms > 0)
+        timeouts[pid] = {static_cast<double>(p.timeout_ms) / 1e3, comm_of(p.comm, sizeof p.comm)};
+    }
+  const uint64_t now = monotonic_ns();
+  for (const auto& [pid, t] : timeouts) {
+    tcp_proc_state tcp{};
+    const double value =
+        bpf_map_lookup_elem(tcp_procs_fd_, &pid, &tcp) == 0 ? timeout_risk_ratio(tcp, now, t.first) : 0.0;
+    add_sample(risk, labels(pid, t.second), value);
+  }
+  return {correlated, uncorrelated, risk};
+}
+
+}  // namespace vigil::agent

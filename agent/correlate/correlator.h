@@ -1,0 +1,70 @@
+// NCCL/TCP correlation: every failed collective (the worker's collective_end with a non-zero
+// status; an NCCL process's async error or abort) is checked against the same process's TCP
+// retransmits, and each process's live TCP stall is put against its collective timeout.
+// Method and limits: docs/correlation.md.
+#pragma once
+
+#include <prometheus/collectable.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "discovery/process_table.h"
+
+struct tcp_proc_state;
+struct collective_failure;
+
+namespace vigil::agent {
+
+// How far before a failed collective began a retransmit still counts: a loss just before the
+// call starts the backoff the call then waits out.
+inline constexpr uint64_t kCorrelationLookbackNs = 2'000'000'000ULL;
+
+// True when the process's sockets retransmitted or sat in RTO backoff in [window_start, end]
+// (CLOCK_MONOTONIC ns). `tcp` is its latest retransmit state: retransmitted inside the window,
+// or a run of timeouts that began before `end` and was still retransmitting after `window_start`.
+bool tcp_trouble_in_window(const tcp_proc_state& tcp, uint64_t window_start_ns, uint64_t end_ns);
+
+// (stall so far + wait until the next retransmit, 2 x RTO up to 120 s) / collective timeout: at 1
+// the next TCP retry lands after the collective has timed out. 0 when the process is not stalled.
+double timeout_risk_ratio(const tcp_proc_state& tcp, uint64_t now_ns, double timeout_seconds);
+
+class Correlator : public prometheus::Collectable {
+ public:
+  // Any fd may be -1 when its probe set is not loaded. NCCL processes announce no timeout:
+  // `nccl_timeout` (config correlation.collective_timeout) stands in for theirs.
+  Correlator(int tcp_procs_fd, int nccl_procs_fd, int nccl_async_fd, std::chrono::milliseconds nccl_timeout,
+             ProcessTable& processes);
+
+  void set_collective_procs_fd(int fd) { collective_procs_fd_ = fd; }
+  // A failed worker collective (poll thread).
+  void on_collective_failure(const collective_failure& f);
+  // New NCCL async errors and aborts since the last call become failures decided now (poll thread).
+  void poll_nccl();
+  // Drops the state of processes gone longer than the grace period (housekeeping).
+  void expire();
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  void record(uint32_t pid, const std::string& comm, const char* source, const char* kind, uint64_t window_start_ns,
+              uint64_t end_ns, const std::string& what);
+
+  int tcp_procs_fd_, nccl_procs_fd_, nccl_async_fd_;
+  int collective_procs_fd_ = -1;
+  std::chrono::milliseconds nccl_timeout_;
+  ProcessTable& processes_;
+
+  mutable std::mutex mu_;
+  // (pid, source, kind) -> {correlated, uncorrelated}
+  std::map<std::tuple<uint32_t, std::string, std::string>, std::pair<uint64_t, uint64_t>> counts_;
+  std::map<uint32_t, std::string> comms_;
+  // NCCL counters already turned into failures: pid -> {aborts, async errors}
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> nccl_seen_;
+};
+
+}  // namespace vigil::agent

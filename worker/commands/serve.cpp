@@ -25,7 +25,7 @@ namespace vigil {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: vigil-worker serve -m MODEL [--host H] [--port P] [--config FILE]\n"
+    "usage: vigil-worker serve -m MODEL [--host H] [--port P] [--config FILE] [--adapter-dir DIR]\n"
     "\n"
     "Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models), /health, /ready\n"
     "and /metrics over HTTP/1.1. SIGTERM drains: /ready turns 503, new requests are refused, running\n"
@@ -34,13 +34,16 @@ constexpr const char* kUsage =
     "  -m, --model FILE   GGUF model\n"
     "  --host H           listen address (default 127.0.0.1; overrides server.host)\n"
     "  --port P           listen port (default 8080; 0 picks a free one; overrides server.port)\n"
-    "  --config FILE      YAML config with every knob (see deploy/worker.example.yaml)\n";
+    "  --config FILE      YAML config with every knob (see deploy/worker.example.yaml)\n"
+    "  --adapter-dir DIR  LoRA adapters may be loaded from here only (POST /v1/load_lora_adapter;\n"
+    "                     overrides server.adapter_dir; default: adapter loading disabled)\n";
 
 struct Options {
   std::string model, config;
   std::optional<std::string> host;
   std::optional<int> port;
   TpOptions tp;
+  std::optional<std::string> adapter_dir;
 };
 
 struct UsageError : std::invalid_argument {
@@ -73,6 +76,8 @@ Options parse(int argc, char** argv) {
       o.port = static_cast<int>(p);
     } else if (a == "--config") {
       o.config = value();
+    } else if (a == "--adapter-dir") {
+      o.adapter_dir = value();
     } else if (is_tp_flag(a)) {
       try {
         parse_tp_flag(a, value(), o.tp);
@@ -102,7 +107,10 @@ int serve_command(int argc, char** argv) {
     if (!o.config.empty()) config = load_serve_config(o.config);
     if (o.host) config.server.host = *o.host;
     if (o.port) config.server.port = *o.port;
+    if (o.adapter_dir) config.server.adapter_dir = *o.adapter_dir;
     check_serve_config(config);
+    if (!config.server.adapter_dir.empty() && !std::filesystem::is_directory(config.server.adapter_dir))
+      throw ServeConfigError("server.adapter_dir", 0, "'" + config.server.adapter_dir + "' is not a directory");
   } catch (const UsageError& e) {
     std::fprintf(stderr, "vigil-worker serve: %s (see vigil-worker serve --help)\n", e.what());
     return 2;
@@ -136,7 +144,7 @@ int serve_command(int argc, char** argv) {
     tp->serve(metrics.registry());
     config.engine.tensor_parallel = &tp->parallel();
   }
-  EngineBackend backend(*model, vocab, config.engine);
+  EngineBackend backend(*model, vocab, config.engine, config.server.adapter_dir);
   HttpServer server(backend, metrics, config.server, name, true);
   std::fprintf(stderr,
                "vigil-worker: serving %s as '%s' on http://%s:%u (kernels %s, %d engine threads, policy %s, "

@@ -109,7 +109,6 @@ SubmitResult Engine::submit(RequestParams params, EventSink sink) {
   incoming_.push_back(std::make_unique<Sequence>(id, std::move(params), std::move(sink),
                                                  model_.hparams().n_vocab));
   incoming_.back()->adapter = std::move(adapter);
-  incoming_.back()->adapter = std::move(adapter);
   wake_.notify_all();
   return {SubmitStatus::kAccepted, id, ""};
 }

@@ -6,6 +6,8 @@
 #include <exception>
 #include <variant>
 
+#include "server/adapter_api.h"
+
 namespace vigil {
 namespace {
 
@@ -37,6 +39,10 @@ Routed Api::route(std::string_view method, std::string_view target, std::string_
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     if (!post) return {method_not_allowed("POST"), nullptr};
     return completion(path == "/v1/completions" ? ApiKind::kCompletion : ApiKind::kChat, body, arrival);
+  }
+  if (path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter") {
+    if (!post) return {method_not_allowed("POST"), nullptr};
+    return {adapter_endpoint(path == "/v1/load_lora_adapter", body, backend_, metrics_, model_name_), nullptr};
   }
   if (path == "/health" || path == "/ready" || path == "/metrics" || path == "/v1/models") {
     if (!get) return {method_not_allowed("GET"), nullptr};
@@ -130,6 +136,7 @@ Routed Api::completion(ApiKind kind, std::string_view body, CompletionJob::Clock
 }
 
 std::variant<uint64_t, HttpReply> Api::submit(CompletionJob& job, EventSink sink) {
+  const std::string adapter = job.params().adapter;
   SubmitResult r;
   try {
     r = backend_.submit(std::move(job.params()), std::move(sink));
@@ -139,6 +146,7 @@ std::variant<uint64_t, HttpReply> Api::submit(CompletionJob& job, EventSink sink
   }
   switch (r.status) {
     case SubmitStatus::kAccepted:
+      if (!adapter.empty()) metrics_.lora_request(adapter);
       return r.id;
     case SubmitStatus::kQueueFull:
       return reject(Rejection::kQueueFull, {429, "rate_limit_error", "the request queue is full; retry later: " + r.message,

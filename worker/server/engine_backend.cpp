@@ -8,8 +8,12 @@
 
 namespace vigil {
 
-EngineBackend::EngineBackend(const LlamaModel& model, const Vocab& vocab, const EngineConfig& config)
-    : vocab_(vocab), config_(config), engine_(std::make_unique<Engine>(model, vocab, config)) {}
+EngineBackend::EngineBackend(const LlamaModel& model, const Vocab& vocab, const EngineConfig& config,
+                             const std::string& adapter_dir)
+    : vocab_(vocab),
+      config_(config),
+      adapters_(model, adapter_dir),
+      engine_(std::make_unique<Engine>(model, vocab, config, &adapters_)) {}
 
 std::vector<int32_t> EngineBackend::tokenize(std::string_view text) const { return vocab_.encode(text, false); }
 

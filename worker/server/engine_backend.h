@@ -12,12 +12,18 @@ namespace vigil {
 
 class EngineBackend final : public InferenceBackend {
  public:
-  EngineBackend(const LlamaModel& model, const Vocab& vocab, const EngineConfig& config);
+  // `adapter_dir` empty: no LoRA adapters can be loaded.
+  EngineBackend(const LlamaModel& model, const Vocab& vocab, const EngineConfig& config,
+                const std::string& adapter_dir = "");
 
   std::vector<int32_t> tokenize(std::string_view text) const override;
   std::vector<int32_t> tokenize_chat(const std::vector<ChatTurn>& messages) const override;
   int vocab_size() const override { return static_cast<int>(vocab_.size()); }
-  std::vector<std::string> adapters() const override { return {}; }
+  std::vector<std::string> adapters() const override { return adapters_.names(); }
+  AdapterResult load_adapter(const std::string& name, const std::string& path) override {
+    return adapters_.load(name, path);
+  }
+  AdapterResult unload_adapter(const std::string& name) override { return adapters_.unload(name); }
 
   SubmitResult submit(RequestParams params, EventSink sink) override;
   void cancel(uint64_t id) override { engine_->cancel(id); }
@@ -32,6 +38,7 @@ class EngineBackend final : public InferenceBackend {
  private:
   const Vocab& vocab_;
   EngineConfig config_;
+  AdapterRegistry adapters_;  // before engine_: running requests hold adapters until the engine stops
   std::unique_ptr<Engine> engine_;
 };
 

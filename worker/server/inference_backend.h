@@ -23,6 +23,13 @@ class InferenceBackend {
   virtual int vocab_size() const = 0;
   // LoRA adapters a request may name in `model` besides the base model.
   virtual std::vector<std::string> adapters() const = 0;
+  // Loads or unloads a LoRA adapter while serving; backends without adapters refuse.
+  virtual AdapterResult load_adapter(const std::string& name, const std::string& /*path*/) {
+    return {AdapterStatus::kDisabled, "this backend cannot load adapter '" + name + "'"};
+  }
+  virtual AdapterResult unload_adapter(const std::string& name) {
+    return {AdapterStatus::kNotFound, "adapter '" + name + "' is not loaded"};
+  }
 
   // The engine's contract (engine/engine.h): events arrive on the engine thread.
   virtual SubmitResult submit(RequestParams params, EventSink sink) = 0;

@@ -100,6 +100,7 @@ void parse_server(const std::string& prefix, const YAML::Node& node, ServerConfi
       {"host", [&](K k, V v) { s.host = scalar(k, v); if (s.host.empty()) fail(k, v, "must not be empty"); }},
       {"port", [&](K k, V v) { s.port = int_in(k, v, 0, 65535); }},
       {"model_name", [&](K k, V v) { s.model_name = scalar(k, v); }},
+      {"adapter_dir", [&](K k, V v) { s.adapter_dir = scalar(k, v); }},
       {"io_threads", [&](K k, V v) { s.io_threads = int_in(k, v, 1, 64); }},
       {"max_connections", [&](K k, V v) { s.max_connections = int_in(k, v, 1, 1000000); }},
       {"max_header_bytes", [&](K k, V v) { s.max_header_bytes = static_cast<size_t>(integer(k, v, 1024, kMaxBytes)); }},

@@ -14,6 +14,7 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string model_name;          // empty: the model file's base name
+  std::string adapter_dir;         // LoRA adapters load from inside it only; empty: loading disabled
   int io_threads = 1;              // Asio threads; the engine decodes on its own thread
   int max_connections = 512;       // beyond this, new connections are closed at once
   size_t max_header_bytes = 16 * 1024;

@@ -97,6 +97,10 @@ WorkerMetrics::WorkerMetrics(const std::string& model, std::string_view version,
       .Register(*registry_)
       .Add({{"model", model}, {"version", std::string(version)}, {"kernel_path", std::string(kernel_path)}})
       .Set(1);
+  lora_loaded_ = &BuildGauge().Name("vigil_worker_lora_adapters_loaded").Help("LoRA adapters loaded now.")
+                      .Register(*registry_).Add({});
+  lora_requests_family_ = &BuildCounter().Name("vigil_worker_lora_requests_total")
+                               .Help("Requests accepted on a LoRA adapter, by adapter.").Register(*registry_);
 }
 
 void WorkerMetrics::request_queued(double queue_seconds) { queue_.Observe(queue_seconds); }
@@ -120,6 +124,15 @@ void WorkerMetrics::request_finished(FinishReason reason, int prompt_tokens, int
 }
 
 void WorkerMetrics::rejected(Rejection why) { rejected_[static_cast<size_t>(why)]->Increment(); }
+
+void WorkerMetrics::lora_adapters_loaded(size_t n) { lora_loaded_->Set(static_cast<double>(n)); }
+
+void WorkerMetrics::lora_request(const std::string& adapter) {
+  std::lock_guard lock(lora_mu_);
+  auto it = lora_requests_.find(adapter);
+  if (it == lora_requests_.end()) it = lora_requests_.emplace(adapter, &lora_requests_family_->Add({{"adapter", adapter}})).first;
+  it->second->Increment();
+}
 
 std::string WorkerMetrics::scrape(const EngineStats& stats) {
   std::lock_guard lock(scrape_mu_);

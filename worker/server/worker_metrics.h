@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,6 +32,9 @@ class WorkerMetrics {
   void tokens_after(double gap_seconds, size_t tokens);
   void request_finished(FinishReason reason, int prompt_tokens, int generation_tokens, double e2e_seconds);
   void rejected(Rejection why);
+  // LoRA adapters: how many are loaded now; one more request accepted on `adapter`.
+  void lora_adapters_loaded(size_t n);
+  void lora_request(const std::string& adapter);
 
   // For metrics owned elsewhere (the collectives'), served on the same /metrics.
   prometheus::Registry& registry() { return *registry_; }
@@ -64,6 +68,12 @@ class WorkerMetrics {
   prometheus::Histogram& generation_len_;
 
   std::mutex scrape_mu_;        // scrapes may come from several I/O threads
+  // An adapter's series is added on its first request and reused after; names are bounded by
+  // what operators load (at most kMaxAdapters at a time).
+  prometheus::Gauge* lora_loaded_ = nullptr;
+  prometheus::Family<prometheus::Counter>* lora_requests_family_ = nullptr;
+  std::mutex lora_mu_;
+  std::map<std::string, prometheus::Counter*, std::less<>> lora_requests_;
   uint64_t preemptions_seen_ = 0;  // engine's cumulative count at the last scrape
 };
 

@@ -148,6 +148,7 @@ PROMPTS = [
 
 MAIN_CONFIG = """
 server:
+  port: 1
   max_body_bytes: 65536
   drain_grace: 20s
 engine:
@@ -163,6 +164,7 @@ def test_main():
     srv = Server("main", MAIN_CONFIG)
     port = srv.port
     try:
+        check(port != 1, "--port overrides server.port from the file")
         check(call(port, "GET", "/health")[0] == 200, "/health is 200")
         check(call(port, "GET", "/ready")[0] == 200, "/ready is 200 once the model is loaded")
         status, _, raw = call(port, "GET", "/v1/models")

@@ -27,9 +27,7 @@ std::string comm_of(const char* c, size_t n) { return std::string(c, strnlen(c, 
 
 }  // namespace
 
-bool tcp_trouble_in_window(const tcp_proc_state& tcp, uint64_t window_start_ns, uint64_t end_ns) {
-  if (!tcp.ts_ns) return false;
-  if (tcp.ts_ns >= window_start_ns && tcp.ts_ns <= end_ns) return true;
+bool tcp_backoff_in_window(const tcp_proc_state& tcp, uint64_t window_start_ns, uint64_t end_ns) {
   return tcp.stall_start_ns && tcp.stall_start_ns <= end_ns && tcp.ts_ns >= window_start_ns;
 }
 
@@ -51,7 +49,7 @@ void Correlator::record(uint32_t pid, const std::string& comm, const char* sourc
                         uint64_t window_start_ns, uint64_t end_ns, const std::string& what) {
   tcp_proc_state tcp{};
   const bool have_tcp = bpf_map_lookup_elem(tcp_procs_fd_, &pid, &tcp) == 0;
-  const bool correlated = have_tcp && tcp_trouble_in_window(tcp, window_start_ns, end_ns);
+  const bool correlated = have_tcp && tcp_backoff_in_window(tcp, window_start_ns, end_ns);
   {
     std::lock_guard lock(mu_);
     auto& c = counts_[{pid, source, kind}];
@@ -66,7 +64,7 @@ void Correlator::record(uint32_t pid, const std::string& comm, const char* sourc
                  end_ns >= tcp.ts_ns ? static_cast<double>(end_ns - tcp.ts_ns) / 1e9 : 0.0, tcp.retransmits,
                  static_cast<double>(tcp.rto_us) / 1e6, tcp.backoff);
   else
-    std::fprintf(stderr, "vigil-agent: correlation: pid=%u comm=%s %s: no TCP retransmit in the %.1f s before it\n",
+    std::fprintf(stderr, "vigil-agent: correlation: pid=%u comm=%s %s: no TCP RTO backoff in the %.1f s before it\n",
                  pid, comm.c_str(), what.c_str(), static_cast<double>(end_ns - window_start_ns) / 1e9);
 }
 
@@ -128,11 +126,11 @@ void Correlator::expire() {
 std::vector<prometheus::MetricFamily> Correlator::Collect() const {
   using prometheus::MetricType;
   auto correlated = make_family("nccl_tcp_correlated_timeouts_total",
-                                "Failed collectives (timeout, error, abort) while the process's TCP sockets were "
-                                "retransmitting or in RTO backoff.",
+                                "Failed collectives (timeout, error, abort) while one of the process's TCP sockets "
+                                "was in RTO backoff.",
                                 MetricType::Counter);
   auto uncorrelated = make_family("nccl_tcp_uncorrelated_timeouts_total",
-                                  "Failed collectives with no TCP retransmit of the process in the window before them.",
+                                  "Failed collectives with no TCP RTO backoff of the process in the window before them.",
                                   MetricType::Counter);
   auto risk = make_family("nccl_tcp_timeout_risk_ratio",
                           "(TCP stall so far + wait until the next retransmit) / the process's collective timeout.",

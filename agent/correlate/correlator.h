@@ -24,10 +24,13 @@ namespace vigil::agent {
 // call starts the backoff the call then waits out.
 inline constexpr uint64_t kCorrelationLookbackNs = 2'000'000'000ULL;
 
-// True when the process's sockets retransmitted or sat in RTO backoff in [window_start, end]
-// (CLOCK_MONOTONIC ns). `tcp` is its latest retransmit state: retransmitted inside the window,
-// or a run of timeouts that began before `end` and was still retransmitting after `window_start`.
-bool tcp_trouble_in_window(const tcp_proc_state& tcp, uint64_t window_start_ns, uint64_t end_ns);
+// True when one of the process's sockets was in RTO backoff during [window_start, end]
+// (CLOCK_MONOTONIC ns): its latest run of retransmission timeouts began before `end` and was still
+// retransmitting after `window_start`. `tcp` is the process's latest retransmit state. Lone fast
+// retransmits and tail-loss probes (no timeout: icsk_retransmits 0) do not count: they repair a
+// loss within a round trip and occur on healthy links (a few per second on our veth pairs under
+// load), so they cannot explain a collective that waited seconds.
+bool tcp_backoff_in_window(const tcp_proc_state& tcp, uint64_t window_start_ns, uint64_t end_ns);
 
 // (stall so far + wait until the next retransmit, 2 x RTO up to 120 s) / collective timeout: at 1
 // the next TCP retry lands after the collective has timed out. 0 when the process is not stalled.

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Collective/TCP correlation end to end: two vigil-worker ranks (serve --tp 2) in two network
+namespaces joined by a veth pair, the agent on the host.
+
+Clean run: a request completes with no retransmit, no risk and no correlated timeout; then rank 1
+is stopped (SIGSTOP), rank 0's collective times out with TCP healthy (the stopped peer's kernel
+still acknowledges), and the agent must count that timeout as *uncorrelated*.
+Faulty run: random loss on the link while a long generation runs (the agent's retransmits per
+rank equal the kernel's RetransSegs in that rank's namespace), then a blackhole: the risk gauge
+must pass 0.5 before the collective times out, and the timeout must be counted as correlated.
+usage: tp_correlation.py VIGIL_AGENT VIGIL_WORKER MODEL"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from harness import Agent, fail, require_root, sh, total
+from tcp_retransmits import A_ADDR, B_ADDR, Namespaces, retrans_segs
+
+TIMEOUT_S = 8
+LOSS_PERCENT = 5
+
+
+class Rank:
+    """One `vigil-worker serve --tp 2` rank inside a namespace; stderr kept."""
+
+    def __init__(self, ns, worker, model, rank, store, addr, config):
+        args = ['ip', 'netns', 'exec', ns, worker, 'serve', '-m', model, '--port', '0', '--config', config,
+                '--tp', '2', '--rank', str(rank), '--tp-store', store, '--tp-host', addr,
+                '--tp-timeout', '%ds' % TIMEOUT_S]
+        self.ns = ns
+        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)  # `ip netns exec` execs: same pid
+        self.pid = self.proc.pid
+        self.log, self.port = [], None
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stderr:
+            self.log.append(line)
+            m = re.search(r'on http://[^ ]+:(\d+) ', line)
+            if m:
+                self.port = int(m.group(1))
+
+    def wait_exit(self, limit):
+        try:
+            return self.proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self):
+        if self.proc.poll() is None:
+            os.kill(self.pid, signal.SIGCONT)
+            self.proc.kill()
+        self.proc.wait()
+
+
+def start_group(nets, worker, model, tmp, name):
+    store = os.path.join(tmp, name)
+    os.makedirs(store)
+    config = os.path.join(tmp, 'worker.yaml')
+    r1 = Rank(nets.b, worker, model, 1, store, B_ADDR, config)
+    r0 = Rank(nets.a, worker, model, 0, store, A_ADDR, config)
+    end = time.time() + 60
+    while r0.port is None and time.time() < end and r0.proc.poll() is None:
+        time.sleep(0.05)
+    if r0.port is None:
+        fail('rank 0 did not start: ' + ''.join(r0.log) + ''.join(r1.log))
+    return r0, r1
+
+
+def complete(r0, max_tokens, background=False):
+    """A greedy completion through curl inside rank 0's namespace (its HTTP port is local there)."""
+    body = '{"prompt": "Once upon a time", "max_tokens": %d, "temperature": 0, "ignore_eos": true, "stream": true}' \
+        % max_tokens
+    cmd = ['ip', 'netns', 'exec', r0.ns, 'curl', '-sN', '-m', '120', 'http://127.0.0.1:%d/v1/completions' % r0.port,
+           '-H', 'Content-Type: application/json', '-d', body]
+    if background:
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return sh(*cmd, check=False).stdout
+
+
+def link_loss(nets, percent):
+    """Drops PERCENT % (100: all) of the TCP packets arriving over the veth, in both namespaces.
+    Matched on the veth so loopback (rank 0's HTTP) is untouched; dropped on input, so the sender's
+    TCP sees a loss and retransmits."""
+    for ns, dev in ((nets.a, nets.va), (nets.b, nets.vb)):
+        sh('ip', 'netns', 'exec', ns, 'nft', 'flush', 'ruleset')
+        if percent:
+            sh('ip', 'netns', 'exec', ns, 'nft', 'add table inet vigil_tp')
+            sh('ip', 'netns', 'exec', ns, 'nft', 'add chain inet vigil_tp in { type filter hook input priority 0; }')
+            sh('ip', 'netns', 'exec', ns, 'nft', 'add rule inet vigil_tp in iifname "%s" meta l4proto tcp %s counter drop'
+               % (dev, '' if percent >= 100 else 'numgen random mod 100 lt %d' % percent))
+
+
+def correlation(samples, pid, name):
+    return total(samples, name, pid=pid, source='worker', kind='timeout')
+
+
+def clean_run(agent, nets, worker, model, tmp):
+    r0, r1 = start_group(nets, worker, model, tmp, 'clean')
+    try:
+        kernel0 = {r.pid: retrans_segs(r.ns) for r in (r0, r1)}
+        out = complete(r0, 16)
+        if out.count('"text"') < 16 or '[DONE]' not in out:
+            fail('clean request did not complete: ' + out[-300:])
+        time.sleep(0.5)
+        s = agent.scrape()
+        for r in (r0, r1):
+            risk = select_one(s, 'nccl_tcp_timeout_risk_ratio', r.pid)
+            print('clean: pid %d risk %s, retransmits %d, correlated %d, uncorrelated %d' % (
+                r.pid, risk, total(s, 'tcp_retransmits_total', pid=r.pid),
+                correlation(s, r.pid, 'nccl_tcp_correlated_timeouts_total'),
+                correlation(s, r.pid, 'nccl_tcp_uncorrelated_timeouts_total')))
+            if risk is None:
+                fail('no risk gauge for rank pid %d: the collective probes did not reach the agent' % r.pid)
+            print('   latest retransmit: rto %s s, backoff %s, consecutive %s, stall %s s' % tuple(
+                select_one(s, n, r.pid) for n in ('tcp_rto_seconds', 'tcp_backoff', 'tcp_consecutive_retransmits',
+                                                  'tcp_stall_seconds')))
+            print('   peers: %s; kernel RetransSegs in its namespace %d' % (
+                [(l.get('peer'), v) for n, l, v in s if n == 'tcp_retransmits_total' and l.get('pid') == str(r.pid)],
+                retrans_segs(r.ns) - kernel0[r.pid]))
+            if risk != 0:
+                fail('risk on a clean link')
+            if total(s, 'nccl_tcp_correlated_timeouts_total', pid=r.pid) + \
+                    total(s, 'nccl_tcp_uncorrelated_timeouts_total', pid=r.pid) != 0:
+                fail('a timeout counted in a clean run')
+        # A timeout with TCP healthy: rank 1 stops; rank 0 waits out its collective.
+        os.kill(r1.pid, signal.SIGSTOP)
+        complete(r0, 8)
+        code = r0.wait_exit(TIMEOUT_S + 15)
+        if code != 3:
+            fail('rank 0 did not exit 3 after its timeout: %s %s' % (code, ''.join(r0.log)[-500:]))
+        time.sleep(0.5)
+        s = agent.scrape()
+        cor = correlation(s, r0.pid, 'nccl_tcp_correlated_timeouts_total')
+        unc = correlation(s, r0.pid, 'nccl_tcp_uncorrelated_timeouts_total')
+        print('stopped peer: rank 0 timeout counted correlated %d, uncorrelated %d' % (cor, unc))
+        if (cor, unc) != (0, 1):
+            fail('a timeout without TCP trouble must be exactly one uncorrelated timeout')
+    finally:
+        r0.kill()
+        r1.kill()
+
+
+def select_one(samples, name, pid):
+    rows = [v for n, l, v in samples if n == name and l.get('pid') == str(pid)]
+    return rows[0] if rows else None
+
+
+def faulty_run(agent, nets, worker, model, tmp):
+    r0, r1 = start_group(nets, worker, model, tmp, 'faulty')
+    client = None
+    try:
+        kernel0 = {r.pid: retrans_segs(r.ns) for r in (r0, r1)}
+        client = complete(r0, 1500, background=True)  # within the 2048-token context
+        time.sleep(2)
+        link_loss(nets, LOSS_PERCENT)
+        time.sleep(6)
+        link_loss(nets, 0)
+        time.sleep(1.5)  # retransmits already queued are sent; none follow on a clean link
+        s = agent.scrape()
+        for r in (r0, r1):
+            kernel = retrans_segs(r.ns) - kernel0[r.pid]
+            seen = total(s, 'tcp_retransmits_total', pid=r.pid)
+            print('loss %d%%: rank pid %d: agent %d retransmits, kernel RetransSegs in its namespace %d' % (
+                LOSS_PERCENT, r.pid, seen, kernel))
+            if kernel == 0 or seen != kernel:
+                fail("the agent's retransmits differ from the kernel's")
+        if r0.proc.poll() is not None:
+            fail('rank 0 died under %d%% loss: %s' % (LOSS_PERCENT, ''.join(r0.log)[-500:]))
+        link_loss(nets, 100)
+        blackhole = time.time()
+        crossed = None
+        while time.time() - blackhole < TIMEOUT_S + 15:
+            s = agent.scrape()
+            risk = max(select_one(s, 'nccl_tcp_timeout_risk_ratio', r.pid) or 0 for r in (r0, r1))
+            failed = sum(correlation(s, r.pid, 'nccl_tcp_correlated_timeouts_total') +
+                         correlation(s, r.pid, 'nccl_tcp_uncorrelated_timeouts_total') for r in (r0, r1))
+            if crossed is None and risk > 0.5:
+                crossed = time.time() - blackhole
+                print('risk %.3f > 0.5 at %.1f s after the blackhole, %d timeouts counted so far' % (
+                    risk, crossed, failed))
+                if failed:
+                    fail('the risk gauge passed 0.5 only after a timeout was counted')
+            if failed and r0.proc.poll() is not None:
+                break
+            time.sleep(0.25)
+        code = r0.wait_exit(5)
+        took = time.time() - blackhole
+        time.sleep(0.5)
+        s = agent.scrape()
+        cor = correlation(s, r0.pid, 'nccl_tcp_correlated_timeouts_total')
+        unc = correlation(s, r0.pid, 'nccl_tcp_uncorrelated_timeouts_total')
+        print('blackhole: rank 0 exit %s after %.1f s; its timeouts: correlated %d, uncorrelated %d; rank 1: %d, %d' % (
+            code, took, cor, unc, correlation(s, r1.pid, 'nccl_tcp_correlated_timeouts_total'),
+            correlation(s, r1.pid, 'nccl_tcp_uncorrelated_timeouts_total')))
+        if crossed is None:
+            fail('the risk gauge never passed 0.5')
+        if code != 3 or (cor, unc) != (1, 0):
+            fail("rank 0's collective timeout must be exactly one correlated timeout")
+        if correlation(s, r1.pid, 'nccl_tcp_uncorrelated_timeouts_total') != 0:
+            fail("rank 1's failure was counted as uncorrelated")
+    finally:
+        if client:
+            client.kill()
+            client.wait()
+        r0.kill()
+        r1.kill()
+
+
+def main():
+    require_root()
+    agent_bin, worker, model = sys.argv[1:4]
+    tmp = tempfile.mkdtemp(prefix='vigil-tp-corr-')
+    with open(os.path.join(tmp, 'worker.yaml'), 'w') as f:
+        f.write('engine:\n  threads: 1\n')
+    config = 'probes: {cuda: false, nccl: false}\nlibraries: {usdt: [%s]}\n' % os.path.realpath(worker)
+    try:
+        with Namespaces() as nets, Agent(agent_bin, config) as agent:
+            clean_run(agent, nets, worker, model, tmp)
+            faulty_run(agent, nets, worker, model, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print('ok')
+
+
+if __name__ == '__main__':
+    main()

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -46,105 +47,53 @@ class Agent {
       : cfg_(cfg), processes_("/proc", cfg.grace_period) {}
 
   void load_probe_sets() {
-    if (!cfg_.probes.tcp) {
-      stats_.set_enabled("tcp", false, "disabled_by_config");
-    } else {
-      try {
-        tcp_ = std::make_unique<TcpProbe>(cfg_.kernel_btf, stats_);
-        tcp_collector_ = std::make_shared<TcpCollector>(tcp_->peers_fd(), tcp_->procs_fd(),
-                                                        cfg_.tcp_top_peers, processes_);
-        collectors_.push_back({"tcp", tcp_collector_});
-        stats_.set_enabled("tcp", true, "");
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "vigil-agent: tcp probes disabled: %s\n", e.what());
-        stats_.set_enabled("tcp", false, "load_failed");
-      }
-    }
-    if (!cfg_.probes.cuda) {
-      stats_.set_enabled("cuda", false, "disabled_by_config");
-    } else {
-      try {
-        cuda_ = std::make_unique<CudaProbe>(cfg_.kernel_btf, stats_);
-        gpu_memory_ = std::make_shared<GpuMemoryCollector>(
-            cuda_->procs_fd(), cuda_->errors_fd(), cuda_->live_fd(), cuda_->handles_fd(),
-            cfg_.fragmentation_window, processes_);
-        collectors_.push_back({"gpu_memory", gpu_memory_});
-        collectors_.push_back({"cuda_graph", std::make_shared<CudaGraphCollector>(
-                                                 cuda_->procs_fd(), cuda_->errors_fd(), processes_)});
-        // Until a libcuda is found the set is loaded but has nothing to watch.
-        stats_.set_enabled("cuda", true, "");
-        for (const auto& path : cfg_.libraries.cuda) cuda_->attach(path);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "vigil-agent: cuda probes disabled: %s\n", e.what());
-        stats_.set_enabled("cuda", false, "load_failed");
-      }
-    }
-    if (!cfg_.probes.nccl) {
-      stats_.set_enabled("nccl", false, "disabled_by_config");
-    } else {
-      try {
-        nccl_ = std::make_unique<NcclProbe>(cfg_.kernel_btf, stats_);
-        nccl_collector_ = std::make_shared<NcclCollector>(nccl_->calls_fd(), nccl_->async_errors_fd(),
-                                                          nccl_->procs_fd(), processes_);
-        collectors_.push_back({"nccl", nccl_collector_});
-        stats_.set_enabled("nccl", true, "");
-        for (const auto& path : cfg_.libraries.nccl) nccl_->attach(path);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "vigil-agent: nccl probes disabled: %s\n", e.what());
-        stats_.set_enabled("nccl", false, "load_failed");
-      }
-    }
-    if (!cfg_.probes.usdt) {
-      stats_.set_enabled("usdt", false, "disabled_by_config");
-    } else {
-      try {
-        usdt_ = std::make_unique<UsdtProbe>(cfg_.kernel_btf, stats_);
-        allocators_ = std::make_shared<AllocatorCollector>(usdt_->allocators_fd(), usdt_->blocks_fd(),
-                                                           cuda_ ? cuda_->procs_fd() : -1, processes_);
-        collectors_.push_back({"allocator", allocators_});
-        stats_.set_enabled("usdt", true, "");
-        for (const auto& path : cfg_.libraries.usdt) usdt_->attach(path);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "vigil-agent: usdt probes disabled: %s\n", e.what());
-        stats_.set_enabled("usdt", false, "load_failed");
-      }
-    }
+    load_set("tcp", cfg_.probes.tcp, [this] {
+      tcp_ = std::make_unique<TcpProbe>(cfg_.kernel_btf, stats_);
+      tcp_collector_ = std::make_shared<TcpCollector>(tcp_->peers_fd(), tcp_->procs_fd(), cfg_.tcp_top_peers,
+                                                      processes_);
+      collectors_.push_back({"tcp", tcp_collector_});
+    });
+    // A loaded uprobe set has nothing to watch until a library is found: that is not an error.
+    load_set("cuda", cfg_.probes.cuda, [this] {
+      cuda_ = std::make_unique<CudaProbe>(cfg_.kernel_btf, stats_);
+      gpu_memory_ = std::make_shared<GpuMemoryCollector>(cuda_->procs_fd(), cuda_->errors_fd(), cuda_->live_fd(),
+                                                         cuda_->handles_fd(), cfg_.fragmentation_window, processes_);
+      collectors_.push_back({"gpu_memory", gpu_memory_});
+      collectors_.push_back(
+          {"cuda_graph", std::make_shared<CudaGraphCollector>(cuda_->procs_fd(), cuda_->errors_fd(), processes_)});
+      for (const auto& path : cfg_.libraries.cuda) cuda_->attach_pinned(path);
+    });
+    load_set("nccl", cfg_.probes.nccl, [this] {
+      nccl_ = std::make_unique<NcclProbe>(cfg_.kernel_btf, stats_);
+      nccl_collector_ = std::make_shared<NcclCollector>(nccl_->calls_fd(), nccl_->async_errors_fd(),
+                                                        nccl_->procs_fd(), processes_);
+      collectors_.push_back({"nccl", nccl_collector_});
+      for (const auto& path : cfg_.libraries.nccl) nccl_->attach_pinned(path);
+    });
+    load_set("usdt", cfg_.probes.usdt, [this] {
+      usdt_ = std::make_unique<UsdtProbe>(cfg_.kernel_btf, stats_);
+      allocators_ = std::make_shared<AllocatorCollector>(usdt_->allocators_fd(), usdt_->blocks_fd(),
+                                                         cuda_ ? cuda_->procs_fd() : -1, processes_);
+      collectors_.push_back({"allocator", allocators_});
+      for (const auto& path : cfg_.libraries.usdt) usdt_->attach(path);
+    });
     // Correlation needs the TCP state; failures come from NCCL's probes and the worker's own.
     if (tcp_) {
       correlator_ = std::make_shared<Correlator>(tcp_->procs_fd(), nccl_ ? nccl_->procs_fd() : -1,
                                                  nccl_ ? nccl_->async_errors_fd() : -1, cfg_.collective_timeout,
                                                  processes_);
       collectors_.push_back({"correlation", correlator_});
-      if (!cfg_.probes.usdt) {
-        stats_.set_enabled("collective", false, "disabled_by_config");
-      } else {
-        try {
-          collectives_ = std::make_unique<CollectiveProbe>(
-              cfg_.kernel_btf, stats_, [this](const collective_failure& f) { correlator_->on_collective_failure(f); });
-          correlator_->set_collective_procs_fd(collectives_->procs_fd());
-          for (const auto& path : cfg_.libraries.usdt) collectives_->attach(path);
-          stats_.set_enabled("collective", true, "");
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "vigil-agent: collective probes disabled: %s\n", e.what());
-          stats_.set_enabled("collective", false, "load_failed");
-        }
-      }
+      load_set("collective", cfg_.probes.usdt, [this] {
+        collectives_ = std::make_unique<CollectiveProbe>(
+            cfg_.kernel_btf, stats_, [this](const collective_failure& f) { correlator_->on_collective_failure(f); });
+        correlator_->set_collective_procs_fd(collectives_->procs_fd());
+        for (const auto& path : cfg_.libraries.usdt) collectives_->attach(path);
+      });
     }
-    if (!cfg_.probes.xid) {
-      stats_.set_enabled("xid", false, "disabled_by_config");
-    } else {
-      try {
-        xid_ = std::make_unique<XidProbe>(cfg_.kernel_btf, stats_);
-        collectors_.push_back({"xid", std::make_shared<XidCollector>(xid_->xids_fd())});
-        stats_.set_enabled("xid", true, "");
-      } catch (const TracepointMissing& e) {
-        std::fprintf(stderr, "vigil-agent: xid probe disabled: %s (no NVIDIA open kernel module)\n", e.what());
-        stats_.set_enabled("xid", false, "tracepoint_missing");
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "vigil-agent: xid probe disabled: %s\n", e.what());
-        stats_.set_enabled("xid", false, "load_failed");
-      }
-    }
+    load_set("xid", cfg_.probes.xid, [this] {
+      xid_ = std::make_unique<XidProbe>(cfg_.kernel_btf, stats_);
+      collectors_.push_back({"xid", std::make_shared<XidCollector>(xid_->xids_fd())});
+    });
     if (cuda_ || nccl_ || usdt_) {
       try {
         proc_ = std::make_unique<ProcProbe>(cfg_.kernel_btf, stats_, [this](uint32_t pid, bool exec) {
@@ -191,6 +140,25 @@ class Agent {
   }
 
  private:
+  // Loads one probe set; a set that cannot load is disabled, logged and reported, not fatal.
+  template <typename Load>
+  void load_set(const char* set, bool enabled, Load load) {
+    if (!enabled) {
+      stats_.set_enabled(set, false, "disabled_by_config");
+      return;
+    }
+    try {
+      load();
+      stats_.set_enabled(set, true, "");
+    } catch (const TracepointMissing& e) {
+      std::fprintf(stderr, "vigil-agent: %s probes disabled: %s\n", set, e.what());
+      stats_.set_enabled(set, false, "tracepoint_missing");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "vigil-agent: %s probes disabled: %s\n", set, e.what());
+      stats_.set_enabled(set, false, "load_failed");
+    }
+  }
+
   // A process that just exec'd maps its libraries during the next moments (the dynamic linker
   // runs after exec): scan it on every tick for a while. Libraries dlopen'ed later are found by
   // the full scan every discovery_interval.
@@ -212,6 +180,7 @@ class Agent {
     if (!proc_ || now >= next_full_scan_) {
       hits = scan_libraries("/proc");
       next_full_scan_ = now + cfg_.discovery_interval;
+      release_unmapped(hits);
     } else {
       for (auto it = exec_scans_.begin(); it != exec_scans_.end();) {
         for (auto& hit : scan_libraries("/proc", it->first)) hits.push_back(std::move(hit));
@@ -224,6 +193,17 @@ class Agent {
       if (hit.kind == LibraryKind::kUsdt && usdt_) usdt_->attach(hit.open_path, hit.dev, hit.inode);
       if (hit.kind == LibraryKind::kUsdt && collectives_) collectives_->attach(hit.open_path, hit.dev, hit.inode);
     }
+  }
+
+  // Libraries no process maps any more lose their probes after the grace period.
+  void release_unmapped(const std::vector<LibraryHit>& hits) {
+    std::set<UprobeSet::FileId> cuda, nccl;
+    for (const auto& hit : hits) {
+      if (hit.kind == LibraryKind::kCuda) cuda.insert({hit.dev, hit.inode});
+      if (hit.kind == LibraryKind::kNccl) nccl.insert({hit.dev, hit.inode});
+    }
+    if (cuda_) cuda_->release_unmapped(cuda, cfg_.grace_period);
+    if (nccl_) nccl_->release_unmapped(nccl, cfg_.grace_period);
   }
 
   std::string scrape() {

@@ -4,7 +4,9 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "collectors/agent_stats.h"
@@ -24,7 +26,10 @@ class CudaProbe {
   CudaProbe& operator=(const CudaProbe&) = delete;
 
   int attach(const std::string& path, dev_t dev, ino_t inode) { return uprobes_->attach(path, dev, inode); }
-  int attach(const std::string& path) { return uprobes_->attach(path); }
+  int attach_pinned(const std::string& path) { return uprobes_->attach_pinned(path); }
+  void release_unmapped(const std::set<UprobeSet::FileId>& mapped, std::chrono::milliseconds grace) {
+    uprobes_->release_unmapped(mapped, grace);
+  }
   // Reads pending failure events (logging each); never blocks longer than timeout_ms.
   void poll(int timeout_ms);
 

@@ -4,7 +4,9 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -30,23 +32,34 @@ class UprobeSet {
   UprobeSet(const UprobeSet&) = delete;
   UprobeSet& operator=(const UprobeSet&) = delete;
 
-  // Attaches every target in the library at PATH unless (dev, inode) is done already; returns
-  // the number of links made. Missing required symbols are counted as attach failures.
+  using Clock = std::chrono::steady_clock;
+  using FileId = std::pair<dev_t, ino_t>;
+
+  // Attaches every target in the library at PATH unless (dev, inode) is attached already;
+  // returns the number of links made. Missing required symbols count as attach failures.
   int attach(const std::string& path, dev_t dev, ino_t inode);
-  // Same, identifying the file by stat(PATH).
-  int attach(const std::string& path);
-  size_t libraries() const { return done_.size(); }
+  // Same, identifying the file by stat(PATH); a library named in the config stays attached
+  // whether or not a process maps it (pinned).
+  int attach_pinned(const std::string& path);
+  // After a full scan: libraries no process has mapped for `grace` are detached, so replaced
+  // or deleted copies (container churn, upgrades) do not pile up links.
+  void release_unmapped(const std::set<FileId>& mapped, std::chrono::milliseconds grace);
 
  private:
-  bool attach_one(const std::string& path, const UprobeTarget& t, bool retprobe);
+  struct Library {
+    std::string path;
+    std::vector<Link> links;
+    bool pinned = false;
+    Clock::time_point last_mapped;
+  };
+  bool attach_one(Library& lib, const UprobeTarget& t, bool retprobe);
 
   std::string set_;
   bpf_program* enter_;
   bpf_program* exit_;
   std::vector<UprobeTarget> targets_;
   AgentStats& stats_;
-  std::set<std::pair<dev_t, ino_t>> done_;
-  std::vector<Link> links_;
+  std::map<FileId, Library> libraries_;
 };
 
 }  // namespace vigil::agent

@@ -12,7 +12,7 @@ import sys
 import time
 import uuid
 
-from harness import Agent, fail, require_root, select
+from harness import Agent, fail, mapped_path, require_root, select, wait_attached
 
 
 def cgroup_root():
@@ -39,11 +39,7 @@ def main():
             w.stdout.readline()
             with open(os.path.join(dirs[-1], 'cgroup.procs'), 'w') as f:
                 f.write(str(w.pid))
-            deadline = time.time() + 15
-            while not select(agent.scrape(), 'vigil_agent_probes_attached', set='cuda')[0][1]:
-                if time.time() > deadline:
-                    fail("agent did not attach to libcuda")
-                time.sleep(0.2)
+            wait_attached(agent, 'cuda', mapped_path(w.pid, 'libcuda.so'))
             w.stdin.write('\n')
             w.stdin.flush()
             truth = json.loads(w.stdout.readline())

@@ -14,18 +14,9 @@ import subprocess
 import sys
 import time
 
-from harness import Agent, fail, promtool_check, require_root, select, total
+from harness import Agent, fail, mapped_path, promtool_check, require_root, select, total, wait_attached
 
 GRACE_S = 1
-
-
-def wait_attached(agent, timeout=15):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if total(agent.scrape(), 'vigil_agent_probes_attached', set='cuda') > 0:
-            return
-        time.sleep(0.2)
-    fail("agent did not attach to the workload's libcuda within %d s: %s" % (timeout, agent.log_text()))
 
 
 def expect(name, got, want):
@@ -50,7 +41,7 @@ def main():
         w = subprocess.Popen([workload_bin], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         if not w.stdout.readline().startswith('ready'):
             fail("workload did not start")
-        wait_attached(agent)
+        wait_attached(agent, 'cuda', mapped_path(w.pid, 'libcuda.so'))
         w.stdin.write('\n')
         w.stdin.flush()
         truth = json.loads(w.stdout.readline())

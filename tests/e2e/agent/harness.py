@@ -9,6 +9,9 @@ import time
 import urllib.request
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
+# Removing a uprobe waits for an RCU grace period, serialised in the kernel: about 0.1 s per link
+# on an idle VM, several times that under load (docs/probes-agent.md, Shutdown).
+STOP_TIMEOUT_S = 60
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
@@ -95,12 +98,14 @@ class Agent:
     def stop(self):
         held = self.held_bpf_ids() if self.proc.poll() is None else None
         if self.proc.poll() is None:
+            start = time.time()
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=15)
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-                fail("agent did not stop within 15 s of SIGTERM")
+                fail("agent did not stop within %d s of SIGTERM" % STOP_TIMEOUT_S)
+            print("agent stopped %.1f s after SIGTERM, %d links held" % (time.time() - start, len(held['link_id'])))
         os.unlink(self.cfg.name)
         if self.proc.returncode != 0:
             fail("agent exited %d after SIGTERM: %s" % (self.proc.returncode, self.log_text()))
@@ -114,6 +119,29 @@ class Agent:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def mapped_path(pid, name_prefix):
+    """The path of the first file mapped by PID whose name starts with NAME_PREFIX."""
+    with open('/proc/%d/maps' % pid) as f:
+        for line in f:
+            path = line.split(None, 5)[5].strip() if len(line.split(None, 5)) == 6 else ''
+            if os.path.basename(path).startswith(name_prefix):
+                return path
+    fail("pid %d maps no %s" % (pid, name_prefix))
+
+
+def wait_attached(agent, set_name, path, timeout=15):
+    """Waits until the agent has attached SET_NAME's probes to the file at PATH (as a process
+    maps it). Other processes on a shared machine may have made the agent attach elsewhere, so
+    the count of links alone does not say this file is covered."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if any(('%s: ' % set_name) in l and 'probes attached in' in l and l.endswith(path)
+               for l in agent.log_text().splitlines()):
+            return
+        time.sleep(0.2)
+    fail("agent did not attach %s probes to %s within %d s: %s" % (set_name, path, timeout, agent.log_text()))
 
 
 def sh(*args, check=True, **kw):

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from harness import Agent, fail, require_root, select, total
+from harness import Agent, fail, mapped_path, require_root, select, total, wait_attached
 
 
 def main():
@@ -20,10 +20,7 @@ def main():
         if not w.stdout.readline().startswith('ready'):
             fail("workload did not start")
         start = time.time()
-        while total(agent.scrape(), 'vigil_agent_probes_attached', set='nccl') == 0:
-            if time.time() - start > 30:
-                fail("agent did not attach to libnccl.so.2 in 30 s: " + agent.log_text())
-            time.sleep(0.2)
+        wait_attached(agent, 'nccl', mapped_path(w.pid, 'libnccl.so'), timeout=30)
         print("attached to libnccl.so.2 %.1f s after the workload started" % (time.time() - start))
         w.stdin.write('\n')
         w.stdin.flush()

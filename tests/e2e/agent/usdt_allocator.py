@@ -22,7 +22,8 @@ def expect(name, got, want):
 def main():
     require_root()
     agent_bin, program = sys.argv[1], os.path.realpath(sys.argv[2])
-    config = 'probes: {tcp: false, cuda: false, nccl: false}\nlibraries: {usdt: [%s]}\n' % program
+    # No discovery: a vigil-worker someone runs on the same machine would add its own probes.
+    config = 'probes: {tcp: false, cuda: false, nccl: false}\nlibraries: {discover: false, usdt: [%s]}\n' % program
     with Agent(agent_bin, config) as agent:
         if total(agent.scrape(), 'vigil_agent_probes_attached', set='usdt') != 5:
             fail("expected 5 USDT probes attached: " + agent.log_text())

@@ -27,6 +27,7 @@ from tcp_retransmits import B_ADDR, Namespaces  # noqa: E402
 from stack import Stack, fail, free_port, http_get, wait_until  # noqa: E402
 
 NCCL_LIB = '/usr/local/cuda/lib64/libnccl.so.2'
+LIBM = '/lib/x86_64-linux-gnu/libm.so.6'
 COLLECTIVE_TIMEOUT_S = 10
 # Short windows so a fault fires and resolves in seconds; thresholds and expressions unchanged.
 RULE_OVERRIDES = {'graphFailuresWindow': '20s', 'p1For': '5s', 'timeoutRiskFor': '3s'}
@@ -190,9 +191,11 @@ def main():
     import yaml
     worker = Worker(args.worker, args.model)
     try:
+        # libm stands for a libcuda without the driver's symbols (stripped, or not NVIDIA's): the
+        # agent counts the probes it cannot attach, which the agent-health dashboard shows.
         config = ('grace_period: 10s\nwindows: {fragmentation: 10s}\nprobes: {xid: false}\n'
-                  'correlation: {collective_timeout: %ds}\nlibraries: {cuda: [%s], nccl: [%s]}\n'
-                  % (COLLECTIVE_TIMEOUT_S, os.path.abspath(args.libcuda), NCCL_LIB))
+                  'correlation: {collective_timeout: %ds}\nlibraries: {cuda: [%s, %s], nccl: [%s]}\n'
+                  % (COLLECTIVE_TIMEOUT_S, os.path.abspath(args.libcuda), LIBM, NCCL_LIB))
         with Agent(args.agent, config) as agent:
             scrape = [
                 {'job_name': 'vigil-agent', 'static_configs': [{'targets': ['127.0.0.1:%d' % agent.port],

@@ -2,8 +2,9 @@
 """GPU fault for the alerting test: calls the CUDA driver API of LIBCUDA (the stand-in
 libcuda.so.1, or a real one) through ctypes. Every 0.25 s: four 1 KiB allocations (freed again)
 and, while the fault is on, one cuGraphLaunch made to fail with CUDA_ERROR_LAUNCH_FAILED through
-the stand-in's VIGIL_FAKE_CUDA_FAIL. A line "off" on stdin stops the failures (allocations go
-on); end of input exits. Prints "ready pid=N" and, after each launch, nothing: the agent counts.
+the stand-in's VIGIL_FAKE_CUDA_FAIL. Once at start, so the dashboards' failure panels have data:
+one out-of-memory allocation and one allocation inside a stream capture. A line "off" on stdin stops the failures (allocations go
+on); end of input exits. Prints "ready pid=N"; the agent does the counting.
 usage: gpu_fault.py LIBCUDA"""
 import ctypes
 import os
@@ -11,6 +12,7 @@ import select
 import sys
 import time
 
+CUDA_ERROR_OUT_OF_MEMORY = 2
 CUDA_ERROR_LAUNCH_FAILED = 719
 
 
@@ -18,9 +20,16 @@ def main():
     cuda = ctypes.CDLL(sys.argv[1])
     if cuda.cuInit(0) != 0:
         sys.exit("cuInit failed")
+    ptr = ctypes.c_uint64()
+    os.environ['VIGIL_FAKE_CUDA_FAIL'] = 'cuMemAlloc_v2=%d' % CUDA_ERROR_OUT_OF_MEMORY
+    if cuda.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(1 << 34)) != CUDA_ERROR_OUT_OF_MEMORY:
+        sys.exit("the injected allocation failure did not happen")
+    stream, graph = ctypes.c_void_p(0x5157), ctypes.c_void_p()
+    cuda.cuStreamBeginCapture_v2(stream, 0)
+    cuda.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(4096))
+    cuda.cuStreamEndCapture(stream, ctypes.byref(graph))
     os.environ['VIGIL_FAKE_CUDA_FAIL'] = 'cuGraphLaunch=%d' % CUDA_ERROR_LAUNCH_FAILED
     print("ready pid=%d" % os.getpid(), flush=True)
-    ptr = ctypes.c_uint64()
     failing = True
     while True:
         ready, _, _ = select.select([sys.stdin], [], [], 0.25)

@@ -90,6 +90,7 @@ class LlamaContext {
   std::vector<float> lora_x_;           // [max_batch, max(n_embd, n_ff)] a group's gathered inputs
   std::vector<float> lora_t_;           // [max_batch, kMaxLoraRank] A x
   std::vector<float> lora_y_;           // [max_batch, max(n_embd, n_ff)] B (A x)
+  ThreadPool lora_inline_{1};           // runs small LoRA products on the calling thread
 };
 
 }  // namespace vigil

@@ -1,0 +1,58 @@
+// Steady-state decoding with LoRA adapters allocates nothing on the heap: batches mixing the base
+// model and two adapters run on buffers sized when the context was built (counting operator new).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "model/llama_context.h"
+#include "worker/lora_builder.h"
+
+namespace {
+std::atomic<long> g_allocations{0};
+}  // namespace
+
+void* operator new(size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+namespace vigil {
+namespace {
+
+TEST(LoraDecodeAllocations, NoneInSteadyState) {
+  auto model = LlamaModel::load(VIGIL_MODEL_PATH);
+  test::LoraSpec sx, sy;
+  sx.pairs = test::lora_all_matrices(*model, 8, 0, false);
+  sy.pairs = test::lora_all_matrices(*model, 64, 1, false);
+  const auto bx = test::build_lora(sx, *model), by = test::build_lora(sy, *model);
+  auto x = LoraAdapter::from_gguf(GgufFile::parse(bx, "x.gguf"), *model);
+  auto y = LoraAdapter::from_gguf(GgufFile::parse(by, "y.gguf"), *model);
+  const LoraAdapter* adapters[] = {nullptr, x.get(), y.get(), x.get()};
+
+  constexpr int kSeqs = 4, kCtx = 96;
+  KvCache cache(model->hparams(), kSeqs * kCtx / 16, 16);
+  KvBlockAllocator blocks(cache.n_blocks());
+  ThreadPool pool(2);
+  LlamaContext ctx(*model, cache, pool, 16, kCtx);
+  std::vector<KvSequence> seqs(kSeqs);
+  for (auto& s : seqs) ASSERT_TRUE(blocks.reserve(s, kCtx, 16));
+  std::vector<BatchToken> batch;
+  batch.reserve(kSeqs);
+  auto step = [&](int pos) {
+    batch.clear();
+    for (int i = 0; i < kSeqs; ++i) batch.push_back({1 + i, pos, &seqs[static_cast<size_t>(i)], true, adapters[i]});
+    ctx.forward(batch);
+  };
+  for (int pos = 0; pos < 4; ++pos) step(pos);  // warm-up: the matmul scratch reaches its size
+  const long before = g_allocations.load();
+  for (int pos = 4; pos < 20; ++pos) step(pos);
+  EXPECT_EQ(g_allocations.load() - before, 0) << "heap allocations during 16 decode steps with adapters";
+}
+
+}  // namespace
+}  // namespace vigil

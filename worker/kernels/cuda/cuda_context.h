@@ -1,0 +1,107 @@
+// Runs the llama forward pass on one GPU for a batch of BatchTokens (the shape LlamaContext
+// takes): weights uploaded once, paged f16 KV cache and activations from a device
+// CachingAllocator, decode steps replayed from CUDA Graphs per batch-size bucket.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/device_batch.h"
+#include "backend/graph_cache.h"
+#include "engine/caching_allocator.h"
+#include "gemm.h"
+#include "model/llama_context.h"
+
+namespace vigil::cuda {
+
+struct CudaOptions {
+  int device = 0;
+  int max_batch = 16;        // rows per forward call
+  int max_positions = 2048;  // per sequence
+  int n_blocks = 0;          // KV blocks, numbered as the host KvBlockAllocator numbers them
+  int block_size = 16;
+  bool graphs = true;             // false: every step eager (the config switch)
+  std::vector<int> graph_buckets;  // empty: powers of two up to max_batch
+  enum class Matmul { kAuto, kCublas, kGemv } matmul = Matmul::kAuto;  // kAuto: GEMV for <= 8 rows
+  bool vmm = false;                 // cuMemCreate/cuMemMap segments instead of cudaMalloc
+  size_t vmm_reserve_bytes = 64ull << 30;
+};
+
+class CudaContext final : private GraphRunner {
+ public:
+  // Throws std::runtime_error (with the failing call) when there is no usable device.
+  CudaContext(const LlamaModel& model, const CudaOptions& options);
+  ~CudaContext() override;
+  CudaContext(const CudaContext&) = delete;
+  CudaContext& operator=(const CudaContext&) = delete;
+
+  // As LlamaContext::forward. A step where every token wants logits (decode) goes through the
+  // graph cache; others (prefill) run eagerly. Logits are copied to the host when copy_logits.
+  void forward(std::span<const BatchToken> batch, bool copy_logits = true);
+  std::span<const float> logits(int i) const;  // i-th token that wanted logits
+  int32_t argmax(int i) const;                 // its greedy token, computed on the device
+  int n_logits() const { return staged_.n_logits; }
+
+  AllocatorStats allocator_stats() const { return alloc_->stats(); }
+  const GraphStats& graph_stats() const { return graphs_.stats(); }
+  std::string describe() const;  // device, memory backend, matmul path, graph buckets
+
+ private:
+  struct LayerWeights {
+    const float* attn_norm;
+    const float* ffn_norm;
+    DeviceWeight wq, wk, wv, wo, gate, up, down;
+  };
+  DeviceWeight upload_weight(const WeightView& w, const char* what);
+  const float* upload_f32(const float* host, size_t n);
+  template <typename T>
+  T* device_array(size_t n);
+  void project(const DeviceWeight& w, const float* x, int n, float* y);
+  void enqueue(int rows, int n_out);  // the forward pass as kernel launches on stream_
+
+  // GraphRunner
+  void stage_inputs(int rows) override;
+  Captured capture(int rows) override;
+  int launch(int handle) override;
+  void run_eager(int rows) override;
+
+  const LlamaModel& model_;
+  const LlamaHparams& hp_;
+  CudaOptions opt_;
+  DeviceKvGeometry geo_;
+  std::unique_ptr<CachingAllocator> alloc_;
+  std::vector<void*> owned_;  // every device buffer, from alloc_, freed in the destructor
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+
+  std::vector<LayerWeights> layers_;
+  DeviceWeight output_;
+  const uint8_t* embd_ = nullptr;  // token_embd rows as in the file
+  DeviceType embd_type_ = DeviceType::kF32;
+  const float* output_norm_ = nullptr;
+  const float* rope_cos_ = nullptr;  // [max_positions, head_dim / 2]
+  const float* rope_sin_ = nullptr;
+  std::vector<__half*> kv_;  // [layer] -> [n_blocks + 1][k|v][block_size][kv_dim]; last: pad block
+
+  float *x_, *xb_, *q_, *k_, *v_, *att_, *proj_, *gate_, *up_, *out_in_, *logits_;  // [max_batch, ...]
+  __half* x16_;      // [max_batch, max(n_embd, n_ff)] f16 inputs of cuBLAS products
+  int32_t* argmax_;  // [max_batch]
+  int32_t* index_;   // device copy of the staged arrays: tokens, pos, kv_slot, logit_rows, table
+  int32_t* host_index_ = nullptr;  // pinned, same layout
+  float* host_logits_ = nullptr;   // pinned [max_batch, n_vocab]
+  int32_t* host_argmax_ = nullptr; // pinned [max_batch]
+  size_t index_len_ = 0;
+
+  std::span<const BatchToken> batch_;  // the step being run (GraphRunner callbacks read it)
+  DeviceBatch staged_;
+  DecodeGraphCache graphs_;
+  std::vector<CUgraphExec> execs_;
+};
+
+}  // namespace vigil::cuda

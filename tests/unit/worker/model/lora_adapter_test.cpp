@@ -214,6 +214,8 @@ TEST_F(LoraAdapterTest, MalformedAdaptersAreRejectedNamingTheProblem) {
       {"layer past the model", with([](LoraSpec& s) { s.pairs[0].layer = 99; }), "targets 'blk.99.attn_q.weight'"},
       {"quantized", with([](LoraSpec& s) { s.pairs[0].type = 8; s.pairs[0].rank = 32; }), "has type Q8_0, expected F32, F16 or BF16"},
       {"NaN weight", with([](LoraSpec& s) { s.pairs[0].nan_in_b = true; }), "holds a non-finite value"},
+      {"NaN F16 weight", with([](LoraSpec& s) { s.pairs[0].type = 1; s.pairs[0].nan_in_b = true; }),
+       "'blk.0.attn_q.weight.lora_b' holds a non-finite value at element 2304"},
       {"stray tensor", with([](LoraSpec& s) { s.extra_tensors = {"token_embd.weight"}; }),
        "'token_embd.weight' is neither a .lora_a nor a .lora_b tensor"},
       {"no tensors", with([](LoraSpec& s) { s.pairs.clear(); }), "adapter holds no LoRA tensors"},

@@ -77,7 +77,9 @@ std::unique_lock<std::mutex> TensorParallel::begin_forward(std::span<const Batch
   size_t n_blocks = 0;
   for (const KvSequence* s : seqs) n_blocks += s->blocks.size();
   plan_.clear();
-  for (const BatchToken& t : batch) plan_.insert(plan_.end(), {t.token, t.pos, index[t.seq], t.want_logits ? 1 : 0});
+  // Flags: bit 0 wants logits, bit 1 generated (it decides the attention's summation order).
+  for (const BatchToken& t : batch)
+    plan_.insert(plan_.end(), {t.token, t.pos, index[t.seq], (t.want_logits ? 1 : 0) | (t.generated ? 2 : 0)});
   for (const KvSequence* s : seqs) plan_.push_back(static_cast<int32_t>(s->blocks.size()));
   for (const KvSequence* s : seqs) plan_.insert(plan_.end(), s->blocks.begin(), s->blocks.end());
   broadcast_header(Message::kBatch, static_cast<int32_t>(batch.size()), static_cast<int32_t>(seqs.size()),
@@ -108,7 +110,9 @@ TensorParallel::Message TensorParallel::receive(std::vector<BatchToken>& batch, 
     const int32_t* t = plan_.data() + i * kTokenInts;
     if (t[2] < 0 || static_cast<size_t>(t[2]) >= n_seqs)
       throw std::runtime_error("tensor parallel: the leader's plan names sequence " + std::to_string(t[2]));
-    batch.push_back({t[0], t[1], &seqs[static_cast<size_t>(t[2])], t[3] != 0});
+    BatchToken token{t[0], t[1], &seqs[static_cast<size_t>(t[2])], (t[3] & 1) != 0};
+    token.generated = (t[3] & 2) != 0;
+    batch.push_back(token);
   }
   return kind;
 }

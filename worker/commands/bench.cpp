@@ -139,7 +139,7 @@ int bench_command(int argc, char** argv) {
     for (int step = 0; step < o.gen; ++step) {
       batch.clear();
       for (int s = 0; s < n_seqs; ++s)
-        batch.push_back({token_at(step * 31 + s, hp.n_vocab), 8 + step, &seqs[s], true});
+        batch.push_back({token_at(step * 31 + s, hp.n_vocab), 8 + step, &seqs[s], true, nullptr, true});
       ctx.forward(batch);
     }
     double tps = static_cast<double>(n_seqs) * o.gen / std::chrono::duration<double>(Clock::now() - t0).count();

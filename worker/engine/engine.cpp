@@ -240,7 +240,8 @@ void Engine::step() {
   for (const Slice& s : plan)
     for (int p = s.begin; p < s.end; ++p)
       batch_.push_back({s.seq->tokens[static_cast<size_t>(p)], p, &s.seq->kv,
-                        p + 1 == static_cast<int>(s.seq->tokens.size()), s.seq->adapter.get()});
+                        p + 1 == static_cast<int>(s.seq->tokens.size()), s.seq->adapter.get(),
+                        p >= s.seq->n_prompt});
 
   if (!batch_.empty()) {
     try {

@@ -68,7 +68,9 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   result.finish_reason = "length";
   for (int n = 0; n < options.max_tokens; ++n) {
     if (n > 0) {
-      batch_.assign(1, {result.tokens.back(), seq.n_past, &seq, true});
+      BatchToken next{result.tokens.back(), seq.n_past, &seq, true};
+      next.generated = true;
+      batch_.assign(1, next);
       ctx_.forward(batch_);
       ++seq.n_past;
     }

@@ -44,9 +44,10 @@ void add_into(float* acc, const float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) acc[i] += x[i];
 }
 
-// gate = silu(gate) * up
-void swiglu(float* gate, const float* up, size_t n) {
-  for (size_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+// gate = silu(gate) * up, row by row (ggml's vector chunks start at each row).
+void swiglu(float* gate, const float* up, int n_rows, int n) {
+  for (int r = 0; r < n_rows; ++r)
+    swiglu_row(gate + static_cast<size_t>(r) * n, up + static_cast<size_t>(r) * n, n);
 }
 
 }  // namespace
@@ -73,7 +74,8 @@ LlamaContext::LlamaContext(const LlamaModel& model, KvCache& cache, ThreadPool& 
   up_.resize(b * hp_.n_ff);
   out_in_.resize(b * hp_.n_embd);
   logits_.resize(b * hp_.n_vocab);
-  scores_.resize(static_cast<size_t>(pool.size()) * max_positions);
+  scores_.resize(static_cast<size_t>(pool.size()) * static_cast<size_t>((max_positions + 15) / 16 * 16));
+  lanes_.resize(static_cast<size_t>(pool.size()) * 64 * static_cast<size_t>(hp_.head_dim));
   const size_t widest = static_cast<size_t>(std::max({hp_.n_embd, hp_.n_ff, hp_.kv_dim()}));
   lora_groups_.reserve(b);
   lora_rows_.resize(b);
@@ -161,7 +163,7 @@ void LlamaContext::forward(std::span<const BatchToken> batch) {
     rms_norm(x_.data(), layer.ffn_norm, n, d, hp_.rms_eps, xb_.data());
     project(l, LoraTarget::kGate, layer.ffn_gate, xb_.data(), n, gate_.data());
     project(l, LoraTarget::kUp, layer.ffn_up, xb_.data(), n, up_.data());
-    swiglu(gate_.data(), up_.data(), static_cast<size_t>(n) * ff);
+    swiglu(gate_.data(), up_.data(), n, ff);
     project(l, LoraTarget::kDown, layer.ffn_down, gate_.data(), n, proj_.data());
     add_into(x_.data(), proj_.data(), n * ud);
   }
@@ -236,30 +238,39 @@ void LlamaContext::attention(int layer, std::span<const BatchToken> batch) {
     const int i = task / hp_.n_head, h = task % hp_.n_head;
     const BatchToken& t = batch[i];
     const int kv_off = (h / group) * hd;
-    float* scores = &scores_[static_cast<size_t>(thread) * max_positions_];
+    float* scores = &scores_[static_cast<size_t>(thread) * static_cast<size_t>((max_positions_ + 15) / 16 * 16)];
     float q16[256];  // head_dim <= 256, checked at load
     const float* q = &q_[static_cast<size_t>(i) * hp_.n_embd + static_cast<size_t>(h) * hd];
     for (int e = 0; e < hd; ++e) q16[e] = fp16_to_fp32(fp32_to_fp16(q[e]));
 
+    // Scores up to the next multiple of 16: llama.cpp's softmax runs over whole 16-wide chunks
+    // (its masked tail contributes exact zeros, as ours does).
+    const int n_pos = t.pos + 1;
+    const int n_padded = (n_pos + 15) / 16 * 16;
     float max_score = -INFINITY;
-    for (int p = 0; p <= t.pos; ++p) {
+    for (int p = 0; p < n_pos; ++p) {
       const uint16_t* k = cache_.k(layer, t.seq->blocks[p / bs], p % bs) + kv_off;
-      scores[p] = dot_f32_f16(q16, k, hd) * scale;
+      scores[p] = (t.generated ? dot_f32_f16_4acc(q16, k, hd) : dot_f32_f16(q16, k, hd)) * scale;
       max_score = std::max(max_score, scores[p]);
     }
-    double sum = 0.0;
-    for (int p = 0; p <= t.pos; ++p) {
-      scores[p] = std::exp(scores[p] - max_score);
-      sum += static_cast<double>(scores[p]);
-    }
-    const float inv = static_cast<float>(1.0 / sum);
-    float* out = &att_[static_cast<size_t>(i) * hp_.n_embd + static_cast<size_t>(h) * hd];
-    for (int e = 0; e < hd; ++e) out[e] = 0.0f;
-    for (int p = 0; p <= t.pos; ++p) {
+    for (int p = n_pos; p < n_padded; ++p) scores[p] = -INFINITY;
+    const float inv = static_cast<float>(1.0 / exp_and_sum(scores, n_padded, max_score));
+
+    // Σ_p w_p · v_p accumulated as llama.cpp's dot products over positions do: position p in
+    // lane p % 16 of one accumulator (prompts) or of accumulator (p / 16) % 4 (generated tokens),
+    // lanes reduced at the end.
+    const int groups = t.generated ? 4 : 1;
+    float* lanes = &lanes_[static_cast<size_t>(thread) * 64 * static_cast<size_t>(hd)];
+    std::fill(lanes, lanes + static_cast<size_t>(groups) * 16 * static_cast<size_t>(hd), 0.0f);
+    for (int p = 0; p < n_pos; ++p) {
       const float w = fp16_to_fp32(fp32_to_fp16(scores[p] * inv));
       const uint16_t* v = cache_.v(layer, t.seq->blocks[p / bs], p % bs) + kv_off;
-      axpy_f16(w, v, out, hd);
+      const int lane = ((p / 16) % groups) * 16 + p % 16;
+      axpy_f16(w, v, lanes + static_cast<size_t>(lane) * static_cast<size_t>(hd), hd);
     }
+    float* out = &att_[static_cast<size_t>(i) * hp_.n_embd + static_cast<size_t>(h) * hd];
+    if (t.generated) reduce_lane_groups(lanes, hd, out);
+    else reduce_lanes(lanes, hd, out);
   });
 }
 

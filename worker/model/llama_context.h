@@ -23,6 +23,10 @@ struct BatchToken {
   const KvSequence* seq = nullptr;
   bool want_logits = false;
   const LoraAdapter* adapter = nullptr;  // nullptr: the base model; must outlive forward()
+  // A generated token rather than a prompt token. llama.cpp decodes those one at a time through
+  // its vector dot, prompts through its batched matmul; attention sums in the matching order, so
+  // results follow the token's role, never the batch it happens to share.
+  bool generated = false;
 };
 
 class LlamaContext {
@@ -74,7 +78,8 @@ class LlamaContext {
   std::vector<float> proj_;    // [max_batch, n_embd] output of Wo or ffn_down
   std::vector<float> gate_;    // [max_batch, n_ff]
   std::vector<float> up_;      // [max_batch, n_ff]
-  std::vector<float> scores_;  // [threads, max_positions] attention weights
+  std::vector<float> scores_;  // [threads, max_positions rounded up to 16] attention weights
+  std::vector<float> lanes_;   // [threads, 4, 16, head_dim] lane partials of the weighted V sum
   std::vector<float> rope_cos_, rope_sin_;  // [max_positions, head_dim / 2]
   std::vector<float> out_in_;  // [max_batch, n_embd] final-normed rows that want logits
   std::vector<float> logits_;  // [max_batch, n_vocab]

@@ -1,30 +1,57 @@
-// Inner loops of attention over the f16 KV cache, SIMD-dispatched like the matmul kernels.
+// Vector operations of the forward pass besides matmul (attention over the f16 KV cache, softmax,
+// SwiGLU), SIMD-dispatched like the matmul kernels and ordered like ggml's so results match
+// llama.cpp bit for bit on AVX-512 machines.
 //
 // Each variant is compiled for its ISA with a target attribute, so this file needs no special
-// flags; the variant is picked once from cpu_kernel_path().
+// flags; the variant is picked once from cpu_kernel_path(). On AVX-512 the exponential is the
+// polynomial ggml uses (ARM's optimized-routines expf: 1.45 ulp + 0.5), so softmax and SiLU round
+// exactly as llama.cpp's; the other paths use libm's expf and agree to within rounding.
 #include "kernels/cpu/attention_ops.h"
 
 #include <immintrin.h>
+
+#include <cmath>
+
+#include "kernels/cpu/fp16.h"
+#include "kernels/cpu/matmul.h"
 
 // GCC 12's AVX-512 intrinsics use deliberately undefined "__Y" operands and trip its own
 // -Wuninitialized (GCC bug 105593); the warning is about the header, not this code.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#include "kernels/cpu/fp16.h"
-#include "kernels/cpu/matmul.h"
-
 namespace vigil {
 namespace {
 
+// The order of _mm512_reduce_add_ps as GCC implements it: halves, quarters, then pairs.
+float reduce16(const float* v) {
+  float t8[8], t4[4];
+  for (int i = 0; i < 8; ++i) t8[i] = v[8 + i] + v[i];
+  for (int i = 0; i < 4; ++i) t4[i] = t8[4 + i] + t8[i];
+  return (t4[0] + t4[2]) + (t4[1] + t4[3]);
+}
+
 float dot_scalar(const float* a, const uint16_t* b, int n) {
-  float sum = 0.0f;
-  for (int i = 0; i < n; ++i) sum += a[i] * fp16_to_fp32(b[i]);
-  return sum;
+  float lanes[16] = {};
+  for (int i = 0; i < n; ++i) lanes[i % 16] = std::fma(a[i], fp16_to_fp32(b[i]), lanes[i % 16]);
+  return reduce16(lanes);
 }
 
 void axpy_scalar(float w, const uint16_t* v, float* out, int n) {
-  for (int i = 0; i < n; ++i) out[i] += w * fp16_to_fp32(v[i]);
+  for (int i = 0; i < n; ++i) out[i] = std::fma(w, fp16_to_fp32(v[i]), out[i]);
+}
+
+double exp_and_sum_scalar(float* x, int n, float max) {
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += static_cast<double>(x[i]);
+  }
+  return sum;
+}
+
+void swiglu_scalar(float* gate, const float* up, int n) {
+  for (int i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 __attribute__((target("avx2,fma,f16c"))) float dot_avx2(const float* a, const uint16_t* b, int n) {
@@ -35,11 +62,10 @@ __attribute__((target("avx2,fma,f16c"))) float dot_avx2(const float* a, const ui
     acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), b0, acc0);
     acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), b1, acc1);
   }
-  __m256 acc = _mm256_add_ps(acc0, acc1);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+  alignas(32) float lanes[16];
+  _mm256_store_ps(lanes, acc0);
+  _mm256_store_ps(lanes + 8, acc1);
+  return reduce16(lanes);
 }
 
 __attribute__((target("avx2,fma,f16c"))) void axpy_avx2(float w, const uint16_t* v, float* out, int n) {
@@ -67,26 +93,110 @@ __attribute__((target("avx512f"))) void axpy_avx512(float w, const uint16_t* v, 
   }
 }
 
-struct AttentionOps {
-  float (*dot)(const float*, const uint16_t*, int);
-  void (*axpy)(float, const uint16_t*, float*, int);
-};
-
-AttentionOps select_ops() {
-  const std::string_view path = cpu_kernel_path();
-  if (path.starts_with("avx512")) return {dot_avx512, axpy_avx512};
-  if (path == "avx2") return {dot_avx2, axpy_avx2};
-  return {dot_scalar, axpy_scalar};
+// exp(x) for 16 lanes: x = n·ln2 + b with n = round(x / ln2), exp(b) by a degree-5 polynomial,
+// scaled by 2^n; |n| > 192 saturates to 0 or +inf.
+__attribute__((target("avx512f,avx512dq"))) __m512 exp16(__m512 x) {
+  const __m512 shifter = _mm512_set1_ps(0x1.8p23f);
+  const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shifter);
+  const __m512 n = _mm512_sub_ps(z, shifter);
+  const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                    _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+  const __mmask16 out_of_range = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192), _CMP_GT_OQ);
+  const __m512 b2 = _mm512_mul_ps(b, b);
+  const __m512 high = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)),
+                                      b2, _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f)));
+  const __m512 poly = _mm512_fmadd_ps(high, b2, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+  const __m512 result = _mm512_scalef_ps(poly, n);
+  if (!out_of_range) return result;
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512 saturated = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, zero, _CMP_LE_OQ), _mm512_set1_ps(INFINITY), zero);
+  return _mm512_mask_blend_ps(out_of_range, result, saturated);
 }
 
-const AttentionOps& ops() {
-  static const AttentionOps selected = select_ops();
+__attribute__((target("avx512f,avx512dq"))) double exp_and_sum_avx512(float* x, int n, float max) {
+  double sum = 0.0;
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), _mm512_set1_ps(max)));
+    _mm512_storeu_ps(x + i, e);
+    sum += static_cast<double>(_mm512_reduce_add_ps(e));
+  }
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += static_cast<double>(x[i]);
+  }
+  return sum;
+}
+
+__attribute__((target("avx512f,avx512dq"))) void swiglu_avx512(float* gate, const float* up, int n) {
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 g = _mm512_loadu_ps(gate + i);
+    const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(_mm512_sub_ps(_mm512_setzero_ps(), g))));
+    _mm512_storeu_ps(gate + i, _mm512_mul_ps(silu, _mm512_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+struct VectorOps {
+  float (*dot)(const float*, const uint16_t*, int);
+  void (*axpy)(float, const uint16_t*, float*, int);
+  double (*exp_and_sum)(float*, int, float);
+  void (*swiglu)(float*, const float*, int);
+};
+
+VectorOps select_ops() {
+  const std::string_view path = cpu_kernel_path();
+  if (path.starts_with("avx512")) return {dot_avx512, axpy_avx512, exp_and_sum_avx512, swiglu_avx512};
+  if (path == "avx2") return {dot_avx2, axpy_avx2, exp_and_sum_scalar, swiglu_scalar};
+  return {dot_scalar, axpy_scalar, exp_and_sum_scalar, swiglu_scalar};
+}
+
+const VectorOps& ops() {
+  static const VectorOps selected = select_ops();
   return selected;
 }
 
 }  // namespace
 
 float dot_f32_f16(const float* a, const uint16_t* b, int n) { return ops().dot(a, b, n); }
+
+float dot_f32_f16_4acc(const float* a, const uint16_t* b, int n) {
+  // Exact in any ISA: each lane is a chain of fused multiply-adds, the combination is fixed.
+  float acc[4][16] = {};
+  const int whole = n / 64 * 64;
+  for (int i = 0; i < whole; i += 64)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 16; ++l)
+        acc[j][l] = std::fma(fp16_to_fp32(b[i + j * 16 + l]), a[i + j * 16 + l], acc[j][l]);
+  float combined[16];
+  for (int l = 0; l < 16; ++l) combined[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+  double sum = static_cast<double>(reduce16(combined));
+  for (int i = whole; i < n; ++i) sum += static_cast<double>(a[i] * fp16_to_fp32(b[i]));
+  return static_cast<float>(sum);
+}
 void axpy_f16(float w, const uint16_t* v, float* out, int n) { ops().axpy(w, v, out, n); }
+double exp_and_sum(float* x, int n, float max) { return ops().exp_and_sum(x, n, max); }
+void swiglu_row(float* gate, const float* up, int n) { ops().swiglu(gate, up, n); }
+
+void reduce_lane_groups(const float* lanes, int n, float* out) {
+  const size_t group = 16 * static_cast<size_t>(n);
+  float column[16];
+  for (int d = 0; d < n; ++d) {
+    for (int l = 0; l < 16; ++l) {
+      const size_t at = static_cast<size_t>(l) * static_cast<size_t>(n) + static_cast<size_t>(d);
+      column[l] = (lanes[at] + lanes[2 * group + at]) + (lanes[group + at] + lanes[3 * group + at]);
+    }
+    out[d] = reduce16(column);
+  }
+}
+
+void reduce_lanes(const float* lanes, int n, float* out) {
+  float column[16];
+  for (int d = 0; d < n; ++d) {
+    for (int l = 0; l < 16; ++l) column[l] = lanes[static_cast<size_t>(l) * static_cast<size_t>(n) + static_cast<size_t>(d)];
+    out[d] = reduce16(column);
+  }
+}
 
 }  // namespace vigil

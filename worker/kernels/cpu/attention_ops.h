@@ -1,13 +1,28 @@
-// Inner loops of attention over the f16 KV cache, SIMD-dispatched like the matmul kernels.
+// Vector operations of the forward pass besides matmul (attention over the f16 KV cache, softmax,
+// SwiGLU), SIMD-dispatched like the matmul kernels and ordered like ggml's so results match
+// llama.cpp bit for bit on AVX-512 machines.
 #pragma once
 
 #include <cstdint>
 
 namespace vigil {
 
-// Σ a[i] · b[i] with b in f16; n is a multiple of 16.
+// Σ a[i] · b[i] with b in f16; n is a multiple of 16. Two summation orders, both llama.cpp's:
+// one 16-lane accumulator chain (its batched matmul, used for prompts), or four 16-lane
+// accumulators over 64-element steps (its vector dot, used when it decodes one token).
 float dot_f32_f16(const float* a, const uint16_t* b, int n);
-// out[i] += w · v[i] with v in f16; n is a multiple of 16.
+float dot_f32_f16_4acc(const float* a, const uint16_t* b, int n);
+// out[i] = fma(w, v[i], out[i]) with v in f16; n is a multiple of 16.
 void axpy_f16(float w, const uint16_t* v, float* out, int n);
+// out[d] = sum of lanes[0..16)[d] in the order of _mm512_reduce_add_ps: a weighted sum kept as 16
+// lane partials (position p in lane p % 16, as a 16-wide dot product accumulates) is finished here.
+void reduce_lanes(const float* lanes, int n, float* out);  // lanes: [16][n]
+// As reduce_lanes for four groups of 16 lanes (position p in group (p / 16) % 4, lane p % 16):
+// groups combined (0+2), (1+3), then together, as ggml's 4-accumulator reduction does.
+void reduce_lane_groups(const float* lanes, int n, float* out);  // lanes: [4][16][n]
+// x[i] = exp(x[i] - max) for i < n; returns Σ x[i] in double, summed per 16-element chunk.
+double exp_and_sum(float* x, int n, float max);
+// gate[i] = silu(gate[i]) · up[i] for one row of n elements.
+void swiglu_row(float* gate, const float* up, int n);
 
 }  // namespace vigil

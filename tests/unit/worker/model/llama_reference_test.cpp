@@ -12,12 +12,12 @@
 namespace vigil {
 namespace {
 
-// vigil rounds where llama.cpp rounds (Q8 activations, f16 K/V, f16 Q and attention weights) but
-// sums in other orders and uses libm's exp where ggml uses its own approximation, so logits are
-// close, not bitwise equal. The bound is what vigil meets (measured max 0.85 on these prompts);
-// for scale, llama.cpp's own two attention paths (flash attention on vs off) differ by up to 0.77
-// on the same prompts and agree on 4 of 20 continuations (docs/performance.md, "Correctness").
-constexpr float kLogitTolerance = 0.9f;
+// vigil reproduces llama.cpp's arithmetic (ggml's matmul kernels, its exp polynomial, its
+// summation orders in attention) but not every corner of it, so logits are close and often
+// bitwise equal (one of the two full-logit fixtures is). The bound is what vigil meets (measured
+// max 0.51 on these prompts); for scale, llama.cpp's own two attention paths (flash attention on
+// vs off) differ by up to 0.65 on the same prompts (docs/performance.md, "Correctness").
+constexpr float kLogitTolerance = 0.6f;
 // Greedy continuations can then part only where llama.cpp's own top-1/top-2 margin is within
 // what two such errors can bridge.
 constexpr float kNearTie = 2 * kLogitTolerance;
@@ -58,6 +58,7 @@ class LlamaReference : public ::testing::Test {
       if (step == 0 && first_logits) first_logits->assign(logits.begin(), logits.end());
       out.push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
       BatchToken next{out.back(), static_cast<int32_t>(prompt.size()) + step, &seq, true};
+      next.generated = true;
       ctx.forward({&next, 1});
     }
     return out;

@@ -79,6 +79,15 @@ CudaContext::CudaContext(const LlamaModel& model, const CudaOptions& options)
     throw std::invalid_argument("CUDA context needs max_batch, max_positions, n_blocks and block_size > 0");
   if (graphs_.buckets().sizes().back() > opt_.max_batch)
     throw std::invalid_argument("CUDA context: a graph bucket exceeds max_batch");
+  try {
+    init();
+  } catch (...) {
+    release();  // the destructor does not run for a constructor that throws
+    throw;
+  }
+}
+
+void CudaContext::init() {
   int devices = 0;
   VIGIL_CUDA_CHECK(cudaGetDeviceCount(&devices));
   if (opt_.device < 0 || opt_.device >= devices)
@@ -96,13 +105,13 @@ CudaContext::CudaContext(const LlamaModel& model, const CudaOptions& options)
   VIGIL_CUDA_CHECK(cublasSetWorkspace(cublas_, device_array<uint8_t>(kCublasWorkspace), kCublasWorkspace));
 
   // Weights: quantized rows as in the file, plus f16 copies for cuBLAS.
-  embd_type_ = device_type(model.token_embd().type, "token_embd.weight");
-  output_ = upload_weight(model.output(), "output.weight");
-  if (model.output().data == model.token_embd().data) embd_ = output_.quant;
-  else embd_ = upload_weight(model.token_embd(), "token_embd.weight").quant;
+  embd_type_ = device_type(model_.token_embd().type, "token_embd.weight");
+  output_ = upload_weight(model_.output(), "output.weight");
+  if (model_.output().data == model_.token_embd().data) embd_ = output_.quant;
+  else embd_ = upload_weight(model_.token_embd(), "token_embd.weight").quant;
   const size_t d = static_cast<size_t>(hp_.n_embd);
-  output_norm_ = upload_f32(model.output_norm(), d);
-  for (const LlamaLayer& l : model.layers()) {
+  output_norm_ = upload_f32(model_.output_norm(), d);
+  for (const LlamaLayer& l : model_.layers()) {
     layers_.push_back({upload_f32(l.attn_norm, d), upload_f32(l.ffn_norm, d), upload_weight(l.wq, "attn_q"),
                        upload_weight(l.wk, "attn_k"), upload_weight(l.wv, "attn_v"),
                        upload_weight(l.wo, "attn_output"), upload_weight(l.ffn_gate, "ffn_gate"),
@@ -153,19 +162,22 @@ CudaContext::CudaContext(const LlamaModel& model, const CudaOptions& options)
   VIGIL_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-CudaContext::~CudaContext() {
+CudaContext::~CudaContext() { release(); }
+
+void CudaContext::release() noexcept {
   // Teardown must not throw: results are ignored, the process is usually exiting.
-  (void)cudaStreamSynchronize(stream_);
+  if (stream_) (void)cudaStreamSynchronize(stream_);
   if (!execs_.empty()) {
     const DriverApi& drv = DriverApi::get();
     for (CUgraphExec e : execs_) (void)drv.graph_exec_destroy(e);
   }
   for (void* p : owned_) alloc_->free(p);
-  (void)cudaFreeHost(host_index_);
-  (void)cudaFreeHost(host_logits_);
-  (void)cudaFreeHost(host_argmax_);
-  (void)cublasDestroy(cublas_);
-  (void)cudaStreamDestroy(stream_);
+  owned_.clear();
+  if (host_index_) (void)cudaFreeHost(host_index_);
+  if (host_logits_) (void)cudaFreeHost(host_logits_);
+  if (host_argmax_) (void)cudaFreeHost(host_argmax_);
+  if (cublas_) (void)cublasDestroy(cublas_);
+  if (stream_) (void)cudaStreamDestroy(stream_);
 }
 
 std::string CudaContext::describe() const {

@@ -58,6 +58,8 @@ class CudaContext final : private GraphRunner {
     const float* ffn_norm;
     DeviceWeight wq, wk, wv, wo, gate, up, down;
   };
+  void init();              // everything the constructor allocates, in order
+  void release() noexcept;  // frees what init got to
   DeviceWeight upload_weight(const WeightView& w, const char* what);
   const float* upload_f32(const float* host, size_t n);
   template <typename T>

@@ -42,8 +42,8 @@ void* CudaMemoryBackend::allocate_segment(size_t bytes) {
 
 void CudaMemoryBackend::free_segment(void* ptr, size_t) { VIGIL_CUDA_CHECK(cudaFree(ptr)); }
 
-VmmMemoryBackend::VmmMemoryBackend(int device, size_t reserve_bytes)
-    : drv_(DriverApi::get()),
+VmmMemoryBackend::VmmMemoryBackend(int device, size_t reserve_bytes, const DriverApi& driver)
+    : drv_(driver),
       device_(device),
       granularity_(granularity_of(drv_, device)),
       va_((reserve_bytes + granularity_ - 1) / granularity_ * granularity_, granularity_) {
@@ -89,7 +89,7 @@ void VmmMemoryBackend::free_segment(void* ptr, size_t bytes) {
   auto it = handles_.find(offset);
   if (it == handles_.end()) throw std::invalid_argument("VMM backend: freeing a segment it did not map");
   // Unmapping memory a queued kernel still uses would fault; frees are rare (release_cached).
-  VIGIL_CUDA_CHECK(cudaDeviceSynchronize());
+  check_cu(drv_.ctx_synchronize(), "cuCtxSynchronize");
   check_cu(drv_.mem_unmap(base_ + offset, va_.round(bytes)), "cuMemUnmap");
   check_cu(drv_.mem_release(it->second), "cuMemRelease");
   handles_.erase(it);

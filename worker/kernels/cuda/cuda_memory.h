@@ -27,7 +27,8 @@ class CudaMemoryBackend final : public MemoryBackend {
 class VmmMemoryBackend final : public MemoryBackend {
  public:
   // Reserves `reserve_bytes` of device address space up front; segments are mapped into it.
-  VmmMemoryBackend(int device, size_t reserve_bytes);
+  // `driver` must outlive the backend (DriverApi::get(), or fakes in tests).
+  VmmMemoryBackend(int device, size_t reserve_bytes, const DriverApi& driver = DriverApi::get());
   ~VmmMemoryBackend() override;
   VmmMemoryBackend(const VmmMemoryBackend&) = delete;
   VmmMemoryBackend& operator=(const VmmMemoryBackend&) = delete;
@@ -35,6 +36,7 @@ class VmmMemoryBackend final : public MemoryBackend {
   void* allocate_segment(size_t bytes) override;  // nullptr when out of memory or address space
   void free_segment(void* ptr, size_t bytes) override;
   CUresult last_error() const { return last_error_; }
+  const VaRanges& ranges() const { return va_; }
 
  private:
   const DriverApi& drv_;

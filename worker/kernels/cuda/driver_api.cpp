@@ -29,6 +29,7 @@ const DriverApi& DriverApi::get() {
     sym(d.mem_map, "cuMemMap");
     sym(d.mem_unmap, "cuMemUnmap");
     sym(d.mem_set_access, "cuMemSetAccess");
+    sym(d.ctx_synchronize, "cuCtxSynchronize");
     sym(d.begin_capture, "cuStreamBeginCapture_v2");
     sym(d.end_capture, "cuStreamEndCapture");
     sym(d.graph_instantiate, "cuGraphInstantiateWithFlags");

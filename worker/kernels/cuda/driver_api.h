@@ -16,6 +16,7 @@ struct DriverApi {
   decltype(&::cuMemMap) mem_map = nullptr;
   decltype(&::cuMemUnmap) mem_unmap = nullptr;
   decltype(&::cuMemSetAccess) mem_set_access = nullptr;
+  decltype(&::cuCtxSynchronize) ctx_synchronize = nullptr;
   decltype(&::cuStreamBeginCapture) begin_capture = nullptr;
   decltype(&::cuStreamEndCapture) end_capture = nullptr;
   decltype(&::cuGraphInstantiateWithFlags) graph_instantiate = nullptr;
@@ -23,7 +24,8 @@ struct DriverApi {
   decltype(&::cuGraphExecDestroy) graph_exec_destroy = nullptr;
   decltype(&::cuGraphDestroy) graph_destroy = nullptr;
 
-  // Loaded once; throws std::runtime_error naming the library or symbol that is missing.
+  // Loaded once; throws std::runtime_error naming the library or symbol that is missing. Tests
+  // build their own DriverApi of fakes instead.
   static const DriverApi& get();
 };
 

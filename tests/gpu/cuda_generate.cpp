@@ -212,6 +212,10 @@ Args parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     vigil::Args a = vigil::parse(argc, argv);
+    int devices = 0;
+    const cudaError_t e = cudaGetDeviceCount(&devices);
+    if (e != cudaSuccess || devices == 0)
+      throw std::runtime_error(std::string("needs a CUDA GPU (") + cudaGetErrorName(e) + ")");
     auto model = vigil::LlamaModel::load(a.model);
     const vigil::Vocab vocab = vigil::Vocab::from_gguf(model->file());
     const std::vector<int32_t> prompt = vocab.encode(vigil::kPrompt, false);

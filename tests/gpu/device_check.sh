@@ -44,7 +44,7 @@ if [[ -f $model ]]; then
   step generate_check 180 bash -c "'$build/tests/gpu/cuda_generate' '$model' check >'$out/check.json'"
   step bench_graphs_on 120 bash -c "'$build/tests/gpu/cuda_generate' '$model' bench --graphs on >'$out/bench_graphs_on.json'"
   step bench_graphs_off 120 bash -c "'$build/tests/gpu/cuda_generate' '$model' bench --graphs off >'$out/bench_graphs_off.json'"
-  step bench_cublas_vmm 120 bash -c "'$build/tests/gpu/cuda_generate' '$model' bench --matmul cublas --vmm >>'$log'"
+  step bench_cublas_vmm 120 bash -c "'$build/tests/gpu/cuda_generate' '$model' bench --matmul cublas --vmm >'$out/bench_cublas_vmm.json'"
   # The agent watches a bench run that lingers so its series can be scraped while it lives.
   step agent_vs_worker 180 python3 "$root/tests/gpu/agent_compare.py" "$build" "$model" "$out"
 else

@@ -2,7 +2,7 @@
 # vigil-agent on the real libcuda.so.1 against the CUDA backend's own counters: for graphs on,
 # graphs off and the VMM memory backend, the agent's per-process allocation and graph-launch
 # counts must equal the worker's allocator segment allocations and graph replays.
-#   agent_compare.py BUILD_DIR MODEL OUT_DIR   (root; run by device_check.sh)
+#   agent_compare.py BUILD_DIR AGENT_BINARY MODEL OUT_DIR   (root; run by device_check.sh)
 import json
 import os
 import subprocess
@@ -50,10 +50,10 @@ def run_one(agent, bench, model, args):
 
 def main():
     require_root()
-    build, model, out = sys.argv[1:4]
+    build, agent_bin, model, out = sys.argv[1:5]
     bench = os.path.join(build, 'tests', 'gpu', 'cuda_generate')
     results, ok = {}, True
-    with Agent(os.path.join(build, 'agent', 'vigil-agent'), 'probes: {tcp: false, nccl: false}\n') as agent:
+    with Agent(agent_bin, 'probes: {tcp: false, nccl: false}\n') as agent:
         for name, args in RUNS:
             worker, agent_side = run_one(agent, bench, model, args)
             checks = {

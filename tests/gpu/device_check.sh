@@ -10,6 +10,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:?set OUT to the results folder}
 model=${1:-$root/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 build=$root/build/gpu
+agent_build=$root/build/gpu-agent
 log=$out/device_check.log
 summary=$out/summary.txt
 : >"$log"
@@ -35,8 +36,11 @@ step() {
 step gpu_present 30 nvidia-smi -L
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >>"$summary" 2>&1 || true
 
-step configure 120 cmake -S "$root" -B "$build" -DVIGIL_CUDA=ON -DVIGIL_BUILD_AGENT=ON -DCMAKE_BUILD_TYPE=Release
-step build 300 cmake --build "$build" -j 16 --target cuda_backend_ops_test cuda_generate vigil-agent
+# Two builds, so that a machine without the BPF toolchain still runs every CUDA step.
+step configure 120 cmake -S "$root" -B "$build" -DVIGIL_CUDA=ON -DVIGIL_BUILD_AGENT=OFF -DCMAKE_BUILD_TYPE=Release
+step build 300 cmake --build "$build" -j 16 --target cuda_backend_ops_test cuda_generate
+step configure_agent 120 cmake -S "$root" -B "$agent_build" -DVIGIL_CUDA=OFF -DVIGIL_BUILD_AGENT=ON -DCMAKE_BUILD_TYPE=Release
+step build_agent 240 cmake --build "$agent_build" -j 16 --target vigil-agent
 
 step ops_test 120 "$build/tests/gpu/cuda_backend_ops_test" --gtest_output="xml:$out/ops_test.xml"
 
@@ -46,7 +50,7 @@ if [[ -f $model ]]; then
   step bench_graphs_off 120 bash -c "'$build/tests/gpu/cuda_generate' '$model' bench --graphs off >'$out/bench_graphs_off.json'"
   step bench_cublas_vmm 120 bash -c "'$build/tests/gpu/cuda_generate' '$model' bench --matmul cublas --vmm >'$out/bench_cublas_vmm.json'"
   # The agent watches a bench run that lingers so its series can be scraped while it lives.
-  step agent_vs_worker 180 python3 "$root/tests/gpu/agent_compare.py" "$build" "$model" "$out"
+  step agent_vs_worker 180 env PYTHONUNBUFFERED=1 python3 "$root/tests/gpu/agent_compare.py" "$build" "$agent_build/agent/vigil-agent" "$model" "$out"
 else
   echo "FAIL  model missing at $model (see docs/gpu.md: the model is carried in two parts)" >>"$summary"
   failed+=(model)

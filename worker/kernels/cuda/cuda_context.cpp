@@ -79,6 +79,11 @@ CudaContext::CudaContext(const LlamaModel& model, const CudaOptions& options)
     throw std::invalid_argument("CUDA context needs max_batch, max_positions, n_blocks and block_size > 0");
   if (graphs_.buckets().sizes().back() > opt_.max_batch)
     throw std::invalid_argument("CUDA context: a graph bucket exceeds max_batch");
+  // What the kernels assume (ops.cu attention: head_dim divides 128; gemm.cu: rows of 32-blocks).
+  if (hp_.head_dim > 128 || 128 % hp_.head_dim != 0 || hp_.n_head % hp_.n_head_kv != 0 || hp_.n_embd % 32 != 0 ||
+      hp_.n_ff % 32 != 0)
+    throw std::runtime_error("CUDA backend: model shape not supported (head_dim " + std::to_string(hp_.head_dim) +
+                             ", n_embd " + std::to_string(hp_.n_embd) + ", n_ff " + std::to_string(hp_.n_ff) + ")");
   try {
     init();
   } catch (...) {

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""The real vigil-worker serving requests, watched through its USDT probes (vigil:alloc_block_*,
+vigil:alloc_snapshot): once the requests are done, the agent's allocator numbers for the worker's
+pid must equal the worker's own /metrics (vigil_worker_allocator_*): reserved, allocated and the
+external fragmentation both compute from the largest free block.
+usage: worker_allocator.py VIGIL_AGENT VIGIL_WORKER MODEL"""
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+import urllib.request
+
+from harness import Agent, fail, parse_metrics, require_root, total
+
+
+def http(port, path, body=None):
+    req = urllib.request.Request('http://127.0.0.1:%d%s' % (port, path),
+                                 data=json.dumps(body).encode() if body else None,
+                                 headers={'Content-Type': 'application/json'})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return r.read().decode()
+
+
+def expect(name, got, want):
+    ok = abs(got - want) <= 1e-9 * max(1.0, abs(want))
+    print("%-44s agent %-16.10g worker %-16.10g %s" % (name, got, want, "ok" if ok else "MISMATCH"))
+    return ok
+
+
+def main():
+    require_root()
+    agent_bin, worker_bin, model = sys.argv[1], os.path.realpath(sys.argv[2]), sys.argv[3]
+    if not os.path.exists(model):
+        fail("model %s missing (scripts/fetch_model.sh)" % model)
+    # The worker binary is attached before it starts, so every probe it fires is seen.
+    config = 'probes: {tcp: false, cuda: false, nccl: false}\nlibraries: {discover: false, usdt: [%s]}\n' % worker_bin
+    with Agent(agent_bin, config) as agent:
+        if total(agent.scrape(), 'vigil_agent_probes_attached', set='usdt') < 3:
+            fail("vigil:alloc_* probes not attached in %s: %s" % (worker_bin, agent.log_text()))
+        port = random.randint(40001, 50000)
+        worker = subprocess.Popen([worker_bin, 'serve', '-m', model, '--host', '127.0.0.1', '--port', str(port)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.time() + 120
+            while True:
+                if worker.poll() is not None:
+                    fail("worker exited: " + worker.stderr.read())
+                try:
+                    if 'ready' in http(port, '/ready'):
+                        break
+                except OSError:
+                    pass
+                if time.time() > deadline:
+                    fail("worker not ready in 120 s")
+                time.sleep(0.5)
+            for prompt in ('Hello!', 'Name three colours.', 'What is 2+2?'):
+                http(port, '/v1/chat/completions', {'messages': [{'role': 'user', 'content': prompt}],
+                                                     'max_tokens': 8, 'temperature': 0})
+            time.sleep(0.5)
+            w = parse_metrics(http(port, '/metrics'))
+            s = agent.scrape()
+            q = dict(pid=worker.pid, allocator='vigil')
+            if total(s, 'gpu_memory_allocator_block_allocations_total', **q) == 0:
+                fail("the agent saw no block allocation of the worker (pid %d)" % worker.pid)
+            ok = True
+            ok &= expect('reserved bytes', total(s, 'gpu_memory_allocator_reserved_bytes', **q),
+                         total(w, 'vigil_worker_allocator_reserved_bytes'))
+            ok &= expect('allocated bytes', total(s, 'gpu_memory_allocator_allocated_bytes', **q),
+                         total(w, 'vigil_worker_allocator_allocated_bytes'))
+            ok &= expect('external fragmentation ratio', total(s, 'gpu_memory_external_fragmentation_ratio', **q),
+                         total(w, 'vigil_worker_allocator_fragmentation_ratio'))
+            print("blocks: %d handed out, %d given back (agent)" % (
+                total(s, 'gpu_memory_allocator_block_allocations_total', **q),
+                total(s, 'gpu_memory_allocator_block_frees_total', **q)))
+            if not ok:
+                fail("the agent's allocator numbers differ from the worker's own")
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
+    print("ok")
+
+
+if __name__ == '__main__':
+    main()

@@ -1,5 +1,5 @@
 // The same rules as a prometheus-operator PrometheusRule (deploy/kubernetes/base/prometheusrule.yaml).
-std.manifestYamlDoc({
+{
   apiVersion: 'monitoring.coreos.com/v1',
   kind: 'PrometheusRule',
   metadata: {
@@ -7,4 +7,4 @@ std.manifestYamlDoc({
     labels: { 'app.kubernetes.io/part-of': 'vigil', 'app.kubernetes.io/component': 'alerting' },
   },
   spec: (import 'alerts.libsonnet')(),
-}, indent_array_in_object=true, quote_keys=false)
+}

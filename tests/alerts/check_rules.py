@@ -11,7 +11,8 @@ import tempfile
 import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
-GENERATED = ['alerts/generated/vigil.rules.yaml', 'deploy/kubernetes/base/prometheusrule.yaml']
+GENERATED = ['alerts/generated/vigil.rules.yaml', 'deploy/kubernetes/base/prometheusrule.yaml',
+             'deploy/kubernetes/base/alertmanager-secret.yaml']
 TESTS = ['tests/alerts/vigil_rules_test.yaml', 'tests/alerts/vigil_rules_risk_test.yaml']
 errors = []
 
@@ -32,6 +33,9 @@ def main():
     operator = yaml.safe_load(open(os.path.join(ROOT, GENERATED[1])))
     check(operator['kind'] == 'PrometheusRule' and operator['spec'] == rules,
           'the PrometheusRule does not hold the same groups as the rule file')
+    secret = yaml.safe_load(open(os.path.join(ROOT, GENERATED[2])))
+    check(secret['stringData']['alertmanager.yaml'] == open(os.path.join(ROOT, 'deploy/alertmanager/alertmanager.yml')).read(),
+          'the Alertmanager Secret does not hold deploy/alertmanager/alertmanager.yml')
 
     cases = {}
     for f in TESTS:

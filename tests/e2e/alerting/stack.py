@@ -86,11 +86,11 @@ class Receiver:
 
 
 def render_rules(path, overrides):
-    rules = subprocess.run(['jsonnet', '-S', '--tla-code', 'overrides=' + json.dumps(overrides),
+    rules = subprocess.run(['jsonnet', '--tla-code', 'overrides=' + json.dumps(overrides),
                             os.path.join(ROOT, 'alerts', 'rules.jsonnet')],
                            check=True, capture_output=True, text=True).stdout
     with open(path, 'w') as f:
-        f.write(rules)
+        yaml.safe_dump(json.loads(rules), f)
     subprocess.run(['promtool', 'check', 'rules', path], check=True, capture_output=True)
 
 

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Checks deploy/kubernetes: renders the base and each overlay (a kustomize subset: resources,
+namespace, images, replicas, strategic-merge patches; compared with `kubectl kustomize` where
+kubectl is installed), validates every core object against the Kubernetes OpenAPI schemas of the
+oldest and newest supported versions (kubernetes-validate, strict, offline), checks the
+prometheus-operator objects' wiring (selectors, ports, promtool on the PrometheusRule) and the
+security and lifecycle contract of the agent and the worker.
+usage: check_manifests.py"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import kubernetes_validate
+import yaml
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+KDIR = os.path.join(ROOT, 'deploy', 'kubernetes')
+TARGETS = ['base', 'overlays/production', 'overlays/cpu-dev']
+K8S_VERSIONS = ['1.29.0', '1.37.0']
+CRDS = {'PodMonitor', 'ServiceMonitor', 'PrometheusRule'}
+AGENT_CAPS = {'BPF', 'PERFMON', 'SYS_PTRACE', 'DAC_READ_SEARCH'}
+AGENT_HOST_PATHS = {'/sys/kernel/btf', '/sys/kernel/tracing', '/sys/fs/cgroup'}
+errors = []
+
+
+def check(ok, msg):
+    if not ok:
+        errors.append(msg)
+
+
+def merge(base, patch):
+    """Strategic merge for what our patches use: maps merge, null deletes, lists of named items
+    merge by name, other lists replace."""
+    for k, v in patch.items():
+        if v is None:
+            base.pop(k, None)
+        elif isinstance(v, dict) and isinstance(base.get(k), dict):
+            merge(base[k], v)
+        elif (isinstance(v, list) and isinstance(base.get(k), list) and v and
+              all(isinstance(i, dict) and 'name' in i for i in v + base[k])):
+            by_name = {i['name']: i for i in base[k]}
+            for item in v:
+                if item['name'] in by_name:
+                    merge(by_name[item['name']], item)
+                else:
+                    base[k].append(item)
+        else:
+            base[k] = v
+
+
+def pod_spec(obj):
+    return obj.get('spec', {}).get('template', {}).get('spec')
+
+
+def build(directory):
+    k = yaml.safe_load(open(os.path.join(directory, 'kustomization.yaml')))
+    objs = []
+    for r in k.get('resources', []):
+        path = os.path.join(directory, r)
+        objs += build(path) if os.path.isdir(path) else [d for d in yaml.safe_load_all(open(path)) if d]
+    for p in k.get('patches', []):
+        patch = yaml.safe_load(open(os.path.join(directory, p['path'])))
+        hits = [o for o in objs if o['kind'] == patch['kind'] and o['metadata']['name'] == patch['metadata']['name']]
+        check(len(hits) == 1, '%s: patch %s matches %d objects' % (directory, p['path'], len(hits)))
+        for o in hits:
+            merge(o, {k: v for k, v in patch.items() if k not in ('apiVersion', 'kind', 'metadata')})
+    for img in k.get('images', []):
+        for o in objs:
+            spec = pod_spec(o)
+            for c in (spec or {}).get('containers', []) + (spec or {}).get('initContainers', []):
+                name, _, tag = c['image'].partition(':')
+                if name == img['name']:
+                    c['image'] = '%s:%s' % (img.get('newName', name), img.get('newTag', tag))
+    for rep in k.get('replicas', []):
+        for o in objs:
+            if o['metadata']['name'] == rep['name'] and 'replicas' in o.get('spec', {}):
+                o['spec']['replicas'] = rep['count']
+    if 'namespace' in k:
+        for o in objs:
+            o['metadata']['namespace'] = k['namespace']
+    return objs
+
+
+def key(o):
+    return (o['kind'], o['metadata']['name'])
+
+
+def seconds(duration):
+    m = re.fullmatch(r'(\d+)(ms|s|m|h)?', duration)
+    return int(m.group(1)) * {'ms': 0.001, 's': 1, 'm': 60, 'h': 3600, None: 1}[m.group(2)]
+
+
+def check_contract(name, objs):
+    by = {key(o): o for o in objs}
+    ds = by[('DaemonSet', 'vigil-agent')]
+    spec = pod_spec(ds)
+    agent = spec['containers'][0]
+    sc = agent['securityContext']
+    check(sc.get('privileged') is False and sc.get('allowPrivilegeEscalation') is False, name + ': agent must not be privileged')
+    check(set(sc['capabilities']['drop']) == {'ALL'} and set(sc['capabilities']['add']) == AGENT_CAPS,
+          name + ': agent capabilities must be exactly %s' % sorted(AGENT_CAPS))
+    check(sc.get('readOnlyRootFilesystem') is True, name + ': agent root filesystem read-only')
+    check(spec.get('hostPID') is True and not spec.get('hostNetwork'), name + ': agent needs hostPID, not hostNetwork')
+    host = {v['name']: v['hostPath']['path'] for v in spec['volumes'] if 'hostPath' in v}
+    check(set(host.values()) == AGENT_HOST_PATHS, name + ': agent host paths %s' % sorted(host.values()))
+    for m in agent['volumeMounts']:
+        check(m.get('readOnly') is True, name + ': agent mount %s must be read-only' % m['mountPath'])
+    check(agent['livenessProbe']['httpGet']['path'] == '/healthz' and agent['readinessProbe']['httpGet']['path'] == '/readyz',
+          name + ': agent probes on /healthz and /readyz')
+    check(agent['resources'].get('requests') and agent['resources'].get('limits'), name + ': agent resources')
+    check(any(t.get('key') == 'nvidia.com/gpu' for t in spec.get('tolerations', [])), name + ': agent tolerates GPU taints')
+    if name != 'overlays/cpu-dev':
+        check(spec.get('nodeSelector', {}).get('nvidia.com/gpu.present') == 'true', name + ': agent on GPU nodes only')
+
+    sts = by[('StatefulSet', 'vigil-worker')]
+    wspec = pod_spec(sts)
+    w = wspec['containers'][0]
+    check(w['startupProbe']['httpGet']['path'] == '/health' and w['livenessProbe']['httpGet']['path'] == '/health'
+          and w['readinessProbe']['httpGet']['path'] == '/ready', name + ': worker probes on /health and /ready')
+    cfg = yaml.safe_load(by[('ConfigMap', 'vigil-worker')]['data']['worker.yaml'])
+    drain = seconds(cfg['server']['drain_grace'])
+    pre = w['lifecycle']['preStop']['exec']['command']
+    check(pre[0] == 'sleep', name + ': preStop is a sleep')
+    check(wspec['terminationGracePeriodSeconds'] >= int(pre[1]) + drain,
+          name + ': terminationGracePeriodSeconds %d < preStop %s + drain %d' % (wspec['terminationGracePeriodSeconds'], pre[1], drain))
+    check(cfg['server']['port'] == w['ports'][0]['containerPort'], name + ': worker config port = container port')
+    check(w['resources'].get('requests') and w['resources'].get('limits'), name + ': worker resources')
+
+    # prometheus-operator objects: their selectors and ports must reach the pods.
+    pm = by[('PodMonitor', 'vigil-agent')]
+    check(pm['spec']['selector']['matchLabels'].items() <= ds['spec']['template']['metadata']['labels'].items(), name + ': PodMonitor selects the agent')
+    check({e['port'] for e in pm['spec']['podMetricsEndpoints']} <= {p['name'] for p in agent['ports']}, name + ': PodMonitor port')
+    sm = by[('ServiceMonitor', 'vigil-worker')]
+    svc = by[('Service', 'vigil-worker')]
+    check(sm['spec']['selector']['matchLabels'].items() <= svc['metadata']['labels'].items(), name + ': ServiceMonitor selects the Service')
+    check({e['port'] for e in sm['spec']['endpoints']} <= {p['name'] for p in svc['spec']['ports']}, name + ': ServiceMonitor port')
+    check(svc['spec']['selector'].items() <= sts['spec']['template']['metadata']['labels'].items(), name + ': Service selects the workers')
+    check(sts['spec']['serviceName'] == svc['metadata']['name'], name + ': StatefulSet governing service')
+    for mon, job in ((pm['spec']['podMetricsEndpoints'][0], 'vigil-agent'), (sm['spec']['endpoints'][0], 'vigil-worker')):
+        check({'targetLabel': 'job', 'replacement': job} in mon.get('relabelings', []), name + ': job label %s for the rules' % job)
+    with tempfile.NamedTemporaryFile('w', suffix='.yaml') as f:
+        yaml.safe_dump(by[('PrometheusRule', 'vigil')]['spec'], f)
+        f.flush()
+        r = subprocess.run(['promtool', 'check', 'rules', f.name], capture_output=True, text=True)
+        check(r.returncode == 0, name + ': PrometheusRule spec: ' + r.stdout + r.stderr)
+    am = yaml.safe_load(by[('Secret', 'alertmanager-vigil')]['stringData']['alertmanager.yaml'])
+    check('route' in am and 'receivers' in am, name + ': Alertmanager Secret holds a config')
+
+
+def main():
+    kubectl = shutil.which('kubectl')
+    print('cross-check with kubectl kustomize: ' + ('yes (%s)' % kubectl if kubectl else 'no (kubectl not installed; subset renderer only)'))
+    for target in TARGETS:
+        objs = build(os.path.join(KDIR, target))
+        if kubectl:
+            out = subprocess.run([kubectl, 'kustomize', os.path.join(KDIR, target)], capture_output=True, text=True)
+            check(out.returncode == 0, target + ': kubectl kustomize: ' + out.stderr)
+            theirs = {key(o): o for o in yaml.safe_load_all(out.stdout) if o}
+            ours = {key(o): o for o in objs}
+            check(theirs == ours, target + ': the subset renderer and kubectl kustomize disagree on %s' %
+                  sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k)))
+        core = [o for o in objs if o['kind'] not in CRDS]
+        for version in K8S_VERSIONS:
+            for o in core:
+                try:
+                    kubernetes_validate.validate(o, version, strict=True)
+                except kubernetes_validate.ValidationError as e:
+                    errors.append('%s: %s/%s against Kubernetes %s: %s at %s' % (target, o['kind'], o['metadata']['name'], version, e.message, list(e.path)))
+        check_contract(target, objs)
+        print('%s: %d objects (%d validated against Kubernetes %s; %s wired and checked)' % (
+            target, len(objs), len(core), ' and '.join(K8S_VERSIONS), ', '.join(sorted({o['kind'] for o in objs if o['kind'] in CRDS}))))
+    for e in errors:
+        print('FAIL: ' + e)
+    sys.exit(1 if errors else 0)
+
+
+if __name__ == '__main__':
+    main()

@@ -73,9 +73,75 @@ Ctrl-C stops everything.
 MSG
 }
 
+
+# --- Monitoring (alerts/, deploy/alertmanager): Prometheus with Vigil's rules and Alertmanager
+# with its routing, on loopback next to the worker and agent. Receivers are stripped of their
+# integrations (no pager is called from a demo): notifications show in Alertmanager's UI.
+prometheus_port=${VIGIL_PROMETHEUS_PORT:-9090}
+alertmanager_port=${VIGIL_ALERTMANAGER_PORT:-9093}
+
+start_monitoring() {
+  local dir="$logs/monitoring" py
+  mkdir -p "$dir"
+  for port in "$prometheus_port" "$alertmanager_port"; do
+    if curl -s -o /dev/null "http://127.0.0.1:$port/"; then
+      echo "demo: port $port is in use (set VIGIL_PROMETHEUS_PORT / VIGIL_ALERTMANAGER_PORT)" >&2
+      exit 1
+    fi
+  done
+  py=$("$root/tests/alerts/python_env.sh")
+  "$py" - "$root/deploy/alertmanager/alertmanager.yml" "$dir/alertmanager.yml" <<'PY'
+import sys, yaml
+cfg = yaml.safe_load(open(sys.argv[1]))
+cfg["receivers"] = [{"name": r["name"]} for r in cfg["receivers"]]
+for route in [cfg["route"]] + cfg["route"].get("routes", []):
+    for key, value in (("group_wait", "5s"), ("group_interval", "30s")):
+        if key in route or route is cfg["route"]:
+            route[key] = value
+yaml.safe_dump(cfg, open(sys.argv[2], "w"))
+PY
+  cat >"$dir/prometheus.yml" <<YAML
+global: {scrape_interval: 5s, evaluation_interval: 5s}
+rule_files: [$root/alerts/generated/vigil.rules.yaml]
+alerting:
+  alertmanagers: [{static_configs: [{targets: ['127.0.0.1:$alertmanager_port']}]}]
+scrape_configs:
+  - job_name: vigil-worker
+    static_configs: [{targets: ['127.0.0.1:$worker_port'], labels: {cluster: demo, namespace: demo, pod: vigil-worker-0}}]
+  - job_name: vigil-agent
+    static_configs: [{targets: ['127.0.0.1:$agent_port'], labels: {cluster: demo, node: $(hostname)}}]
+YAML
+  prometheus-alertmanager --config.file="$dir/alertmanager.yml" --storage.path="$dir/alertmanager-data" \
+    --web.listen-address="127.0.0.1:$alertmanager_port" --cluster.listen-address= >"$logs/alertmanager.log" 2>&1 &
+  pids+=($!)
+  prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/prometheus-data" \
+    --web.listen-address="127.0.0.1:$prometheus_port" >"$logs/prometheus.log" 2>&1 &
+  pids+=($!)
+  wait_http "http://127.0.0.1:$alertmanager_port/-/ready" "Alertmanager" "$logs/alertmanager.log"
+  wait_http "http://127.0.0.1:$prometheus_port/-/ready" "Prometheus" "$logs/prometheus.log"
+  for _ in $(seq 1 30); do
+    curl -s "http://127.0.0.1:$prometheus_port/api/v1/query?query=up%7Bjob%3D%22vigil-worker%22%7D%3D%3D1" |
+      grep -q '"result":\[{' && return 0
+    sleep 0.5
+  done
+  echo "demo: Prometheus does not scrape the worker; its log ($logs/prometheus.log):" >&2
+  tail -n 20 "$logs/prometheus.log" >&2
+  exit 1
+}
+
+where_to_look_monitoring() {
+  cat <<MSG
+  Prometheus   http://127.0.0.1:$prometheus_port/alerts   (Vigil's rules; targets: /targets)
+  Alertmanager http://127.0.0.1:$alertmanager_port/        (P1 -> vigil-page, P2 -> vigil-ticket; runbooks in docs/runbooks/)
+  Dashboards   dashboards/generated/*.json for Grafana (data source: http://127.0.0.1:$prometheus_port); previews in docs/dashboards/
+MSG
+}
+
 start_worker
 start_agent
+start_monitoring
 first_request
 where_to_look
+where_to_look_monitoring
 if [[ "${VIGIL_DEMO_ONESHOT:-0}" == 1 ]]; then exit 0; fi
 wait "${pids[0]}"

@@ -42,7 +42,12 @@ class Worker:
         self.log = open(os.path.join('/tmp', 'vigil-alerting-worker-%d.log' % os.getpid()), 'w+')
         self.proc = subprocess.Popen([binary, 'serve', '-m', model, '--port', str(self.port)],
                                      stdout=self.log, stderr=subprocess.STDOUT)
-        wait_until('worker ready', self.ready, 60)
+        try:
+            wait_until('worker ready', self.ready, 60)
+        except BaseException:  # fail() exits: the worker must not outlive the test
+            self.proc.kill()
+            self.proc.wait()
+            raise
         self.stopping = threading.Event()
         self.requests = 0
         self.thread = threading.Thread(target=self.trickle, daemon=True)

@@ -37,3 +37,7 @@ if [[ ! -d /sys/kernel/tracing/events ]] && [[ $(id -u) -eq 0 ]]; then
 fi
 
 "$(dirname "$0")/fetch_model.sh"
+
+# PyPI packages of the alerting, dashboard and deploy tests (pyyaml, kubernetes-validate,
+# matplotlib), in a venv under build/ops-venv.
+"$(dirname "$0")/../tests/alerts/python_env.sh" >/dev/null

@@ -93,26 +93,29 @@ void NcclCommunicator::wait(CollectiveOp op, ncclResult_t enqueued, std::chrono:
 }
 
 ncclComm_t NcclCommunicator::live(CollectiveOp op) const {
-  if (!comm_) throw CollectiveError(op, CollectiveStatus::kError, "the communicator was aborted by an earlier failure");
+  if (!comm_)
+    throw CollectiveError(op, CollectiveStatus::kError, "the communicator was aborted by an earlier failure");
   return comm_;
 }
 
 void NcclCommunicator::do_all_gather(const float* in, size_t count, float* out, std::chrono::milliseconds timeout) {
-  wait(CollectiveOp::kAllGather, ncclAllGather(in, out, count, ncclFloat32, live(CollectiveOp::kAllGather), stream_), timeout);
+  const CollectiveOp op = CollectiveOp::kAllGather;
+  wait(op, ncclAllGather(in, out, count, ncclFloat32, live(op), stream_), timeout);
 }
 
 void NcclCommunicator::do_all_reduce_sum(float* data, size_t count, std::chrono::milliseconds timeout) {
-  wait(CollectiveOp::kAllReduce, ncclAllReduce(data, data, count, ncclFloat32, ncclSum, live(CollectiveOp::kAllReduce), stream_), timeout);
+  const CollectiveOp op = CollectiveOp::kAllReduce;
+  wait(op, ncclAllReduce(data, data, count, ncclFloat32, ncclSum, live(op), stream_), timeout);
 }
 
 void NcclCommunicator::do_broadcast(void* data, size_t bytes, int root, std::chrono::milliseconds timeout) {
-  wait(CollectiveOp::kBroadcast, ncclBroadcast(data, data, bytes, ncclUint8, root, live(CollectiveOp::kBroadcast), stream_), timeout);
+  const CollectiveOp op = CollectiveOp::kBroadcast;
+  wait(op, ncclBroadcast(data, data, bytes, ncclUint8, root, live(op), stream_), timeout);
 }
 
 void NcclCommunicator::do_barrier(std::chrono::milliseconds timeout) {
-  wait(CollectiveOp::kBarrier, ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, live(CollectiveOp::kBarrier),
-                     stream_),
-       timeout);
+  const CollectiveOp op = CollectiveOp::kBarrier;
+  wait(op, ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, live(op), stream_), timeout);
 }
 
 }  // namespace vigil

@@ -12,11 +12,18 @@ local where = '(pod {{ $labels.pod }} in {{ $labels.namespace }})';
 // Processes outside Kubernetes have no pod UID: say nothing rather than an empty value.
 local proc = 'process {{ $labels.comm }} (pid {{ $labels.pid }}{{ with $labels.pod_uid }}, pod UID {{ . }}{{ end }}) on {{ $labels.node }} ({{ $labels.instance }})';
 
-local alert(name, severity, priority, source, expr, for_, summary, description) = {
+// Failures counted in the window. The agent creates a failure counter's series at the first
+// failure, so increase() alone misses the first ones (a burst of 3 launch failures in one scrape
+// would never page); a series absent one window ago counts from zero. The price: for one window
+// after Prometheus starts with no history, every existing count looks new.
+local failuresIn(metric, window) =
+  '(%(m)s unless %(m)s offset %(w)s or increase(%(m)s[%(w)s]))' % { m: metric, w: window };
+
+local alert(name, severity, priority, component, expr, for_, summary, description) = {
   alert: name,
   expr: expr,
   'for': for_,
-  labels: { severity: severity, priority: priority, source: source },
+  labels: { severity: severity, priority: priority, component: component },
   annotations: {
     summary: summary,
     description: description,
@@ -48,8 +55,9 @@ local burn(long, short, factor) =
           |||
             max %(P)s (gpu_memory_fragmentation_ratio{%(sel)s}) > %(ratio)s
             and on (instance, pid)
-            sum %(P)s (increase(cuda_graph_launch_failures_total{%(sel)s}[%(w)s])) >= %(n)s
-          ||| % { P: P, sel: c.agentSelector, ratio: c.fragmentationThreshold, w: c.graphFailuresWindow, n: c.graphFailuresThreshold },
+            sum %(P)s %(failures)s >= %(n)s
+          ||| % { P: P, sel: c.agentSelector, ratio: c.fragmentationThreshold, n: c.graphFailuresThreshold,
+                failures: failuresIn('cuda_graph_launch_failures_total{%s}' % c.agentSelector, c.graphFailuresWindow) },
           c.p1For,
           'A GPU process allocates mostly small blocks while its CUDA Graph launches fail.',
           'GPU memory fragmentation ratio {{ $value | humanizePercentage }} (allocations <= 4 KiB over all) with at least %(n)s CUDA Graph launch failures in %(w)s for %(proc)s.' % { n: c.graphFailuresThreshold, w: c.graphFailuresWindow, proc: proc },
@@ -82,10 +90,13 @@ local burn(long, short, factor) =
         ),
         alert(
           'VigilNcclTcpCorrelatedTimeouts', 'critical', 'P1', 'agent',
-          'sum %(P)s (increase(nccl_tcp_correlated_timeouts_total{%(sel)s}[%(w)s])) > 0' % { P: P, sel: c.agentSelector, w: c.correlatedTimeoutWindow },
-          '1m',
-          'Collective timeouts coincide with TCP retransmissions on the same process.',
-          '{{ $value | humanize }} collective stalls, errors or timeouts in the last %(w)s followed TCP retransmissions or RTO backoff of %(proc)s: look at the network, not the GPU.' % { w: c.correlatedTimeoutWindow, proc: proc },
+          'sum %(P)s %(failures)s > 0' % {
+            P: by(c.processLabels + ['source', 'kind']),
+            failures: failuresIn('nccl_tcp_correlated_timeouts_total{%s}' % c.agentSelector, c.correlatedTimeoutWindow),
+          },
+          c.correlatedFor,
+          'Collective failures coincide with TCP retransmission backoff on the same process.',
+          '{{ $value | humanize }} collective {{ $labels.kind }} events (seen by {{ $labels.source }} probes) in the last %(w)s came while TCP was backing off for %(proc)s: look at the network, not the GPU.' % { w: c.correlatedTimeoutWindow, proc: proc },
         ),
         alert(
           'VigilTcpRetransmitStorm', 'warning', 'P2', 'agent',

@@ -25,6 +25,7 @@
     timeoutRiskThreshold: '0.5',
     timeoutRiskFor: '30s',
     correlatedTimeoutWindow: '10m',
+    correlatedFor: '1m',
     retransmitStormPerSecond: 5,
     retransmitWindow: '5m',
 

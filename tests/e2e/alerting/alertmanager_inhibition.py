@@ -18,9 +18,9 @@ AGENT = {'cluster': 'c1', 'node': 'gpu-1', 'instance': '10.0.1.1:9435'}
 PROC = dict(AGENT, pid='42', comm='python')
 
 
-def alert(name, priority, source, **labels):
+def alert(name, priority, component, **labels):
     return {'alertname': name, 'priority': priority, 'severity': 'critical' if priority == 'P1' else 'warning',
-            'source': source, **labels}
+            'component': component, **labels}
 
 
 # (labels, inhibited?)

@@ -47,6 +47,8 @@ struct Engine::Sequence {
   int n_generated = 0;
   KvSequence kv;
   std::shared_ptr<const LoraAdapter> adapter;  // held until the request ends, even if unloaded
+  // Cached KV blocks are shared only between sequences of the same adapter (or none).
+  uint64_t cache_root() const { return adapter ? adapter->id() : 0; }
   Clock::time_point submitted = Clock::now();
   bool reported_queue_time = false;
   RequestEvent pending;         // what this step produced, sent after the step
@@ -182,7 +184,7 @@ void Engine::admit() {
     const int need = (static_cast<int>(seq.tokens.size()) + config_.kv_block_size) / config_.kv_block_size;
     if (need > blocks_.free_blocks()) break;
     if (config_.prefix_caching && seq.kv.blocks.empty())
-      seq.n_computed = blocks_.match_prefix(seq.kv, seq.tokens, config_.kv_block_size);
+      seq.n_computed = blocks_.match_prefix(seq.kv, seq.tokens, config_.kv_block_size, seq.cache_root());
     running_.push_back(std::move(waiting_[taken]));
     ++taken;
   }
@@ -262,7 +264,8 @@ void Engine::step() {
   for (const Slice& s : plan) {
     Sequence& seq = *s.seq;
     seq.n_computed = s.end;
-    if (config_.prefix_caching) blocks_.publish(seq.kv, seq.tokens, seq.n_computed, config_.kv_block_size);
+    if (config_.prefix_caching)
+      blocks_.publish(seq.kv, seq.tokens, seq.n_computed, config_.kv_block_size, seq.cache_root());
     if (s.end != static_cast<int>(seq.tokens.size())) continue;
     const int32_t token = seq.sampler.sample(ctx_.logits(logits_row++), seq.tokens);
     seq.tokens.push_back(token);

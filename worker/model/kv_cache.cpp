@@ -105,12 +105,13 @@ void KvBlockAllocator::release(KvSequence& seq) {
   seq.n_past = 0;
 }
 
-int32_t KvBlockAllocator::match_prefix(KvSequence& seq, std::span<const int32_t> tokens, int block_size) {
+int32_t KvBlockAllocator::match_prefix(KvSequence& seq, std::span<const int32_t> tokens, int block_size,
+                                       uint64_t root) {
   const size_t bs = static_cast<size_t>(block_size);
   // Full blocks only, and never the whole prompt: its last token must run to produce logits.
   const size_t full = tokens.empty() ? 0 : (tokens.size() - 1) / bs;
   queries_ += tokens.size();
-  uint64_t parent = 0;
+  uint64_t parent = root;
   for (size_t k = 0; k < full && seq.blocks.size() == k; ++k) {
     auto block_tokens = tokens.subspan(k * bs, bs);
     const uint64_t h = chain_hash(parent, block_tokens);
@@ -131,10 +132,10 @@ int32_t KvBlockAllocator::match_prefix(KvSequence& seq, std::span<const int32_t>
 }
 
 void KvBlockAllocator::publish(const KvSequence& seq, std::span<const int32_t> tokens, int32_t n_computed,
-                               int block_size) {
+                               int block_size, uint64_t root) {
   const size_t bs = static_cast<size_t>(block_size);
   const size_t full = std::min(static_cast<size_t>(n_computed) / bs, seq.blocks.size());
-  uint64_t parent = 0;
+  uint64_t parent = root;
   for (size_t k = 0; k < full; ++k) {
     auto block_tokens = tokens.subspan(k * bs, bs);
     const uint64_t h = chain_hash(parent, block_tokens);

@@ -80,9 +80,12 @@ class KvBlockAllocator {
 
   // For a sequence with no blocks yet: adopts the cached blocks that hold a prefix of `tokens`,
   // leaving at least the last token to compute. Returns the positions now in the cache.
-  int32_t match_prefix(KvSequence& seq, std::span<const int32_t> tokens, int block_size);
+  // `root` starts the hash chain: K/V depend on more than the tokens (a LoRA adapter changes them),
+  // so blocks are found only by sequences computed the same way (0: the base model).
+  int32_t match_prefix(KvSequence& seq, std::span<const int32_t> tokens, int block_size, uint64_t root = 0);
   // Makes `seq`'s full blocks among its first `n_computed` positions findable by match_prefix.
-  void publish(const KvSequence& seq, std::span<const int32_t> tokens, int32_t n_computed, int block_size);
+  void publish(const KvSequence& seq, std::span<const int32_t> tokens, int32_t n_computed, int block_size,
+               uint64_t root = 0);
 
   uint64_t prefix_queries() const { return queries_; }  // prompt tokens looked up
   uint64_t prefix_hits() const { return hits_; }        // of those, found in the cache
@@ -90,7 +93,7 @@ class KvBlockAllocator {
  private:
   struct Cached {
     uint64_t hash = 0;        // 0: not cached
-    uint64_t parent = 0;      // hash of the block before it (0 for the first)
+    uint64_t parent = 0;      // hash of the block before it (the chain's root for the first)
     std::vector<int32_t> tokens;
   };
   int32_t take_block();

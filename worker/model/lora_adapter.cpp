@@ -4,6 +4,7 @@
 #include "model/lora_adapter.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -134,7 +135,9 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::from_gguf(const GgufFile& f, con
   }
   if (found.empty()) f.fail("adapter holds no LoRA tensors");
 
+  static std::atomic<uint64_t> next_id{1};  // 0 stands for the base model
   std::shared_ptr<LoraAdapter> adapter(new LoraAdapter());
+  adapter->id_ = next_id.fetch_add(1);
   adapter->alpha_ = alpha;
   adapter->pairs_.resize(static_cast<size_t>(n_layer) * kLoraTargetCount);
   size_t total = 0;

@@ -48,6 +48,9 @@ class LoraAdapter {
   const LoraPair* pair(int layer, LoraTarget target) const {
     return pairs_[static_cast<size_t>(layer) * kLoraTargetCount + static_cast<size_t>(target)].get();
   }
+  // Unique per load, never reused (an address can be, after an unload): prefix caching keys the
+  // KV blocks it shares on it, so blocks computed with one adapter never serve another.
+  uint64_t id() const { return id_; }
   float alpha() const { return alpha_; }
   int max_rank() const { return max_rank_; }
   int n_pairs() const { return n_pairs_; }
@@ -56,6 +59,7 @@ class LoraAdapter {
  private:
   LoraAdapter() = default;
 
+  uint64_t id_ = 0;
   float alpha_ = 0.0f;
   int max_rank_ = 0;
   int n_pairs_ = 0;

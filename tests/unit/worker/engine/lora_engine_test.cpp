@@ -215,6 +215,40 @@ TEST_F(LoraEngineTest, UnloadWhileRunningLetsTheRequestFinish) {
   EXPECT_EQ(r.message, "adapter 'x' is not loaded");
 }
 
+// K/V computed with an adapter differ from the base model's: prefix caching must never hand the
+// blocks of one to the other, while still sharing them between requests of the same adapter.
+TEST_F(LoraEngineTest, PrefixCacheSharesBlocksOnlyWithinOneAdapter) {
+  AdapterRegistry reg(*model_, dir_->string());
+  ASSERT_EQ(reg.load("x", "x.gguf").status, AdapterStatus::kOk);
+  std::vector<int32_t> long_prompt;  // three full blocks and some
+  for (int i = 0; i < 4; ++i)
+    for (int p = 0; p < 3; ++p) {
+      const auto part = prompt(p);
+      long_prompt.insert(long_prompt.end(), part.begin(), part.end());
+    }
+  ASSERT_GT(long_prompt.size(), 48u);
+  std::vector<int32_t> x_fresh;
+  {
+    Engine engine(*model_, *vocab_, config(), &reg);
+    Collector c;
+    ASSERT_EQ(engine.submit(greedy(long_prompt, "x"), c.sink()).status, SubmitStatus::kAccepted);
+    x_fresh = c.wait();
+  }
+  Engine engine(*model_, *vocab_, config(), &reg);
+  ASSERT_TRUE(engine.config().prefix_caching);
+  auto run = [&](const std::string& adapter) {
+    Collector c;
+    EXPECT_EQ(engine.submit(greedy(long_prompt, adapter), c.sink()).status, SubmitStatus::kAccepted);
+    return c.wait();
+  };
+  run("");  // the base model caches its blocks of the prompt
+  const uint64_t hits_after_base = engine.stats().prefix_cache_hits;
+  EXPECT_EQ(run("x"), x_fresh) << "x must not reuse the base model's cached K/V";
+  EXPECT_EQ(engine.stats().prefix_cache_hits, hits_after_base);
+  EXPECT_EQ(run("x"), x_fresh);
+  EXPECT_GT(engine.stats().prefix_cache_hits, hits_after_base) << "a second request on x reuses x's blocks";
+}
+
 TEST_F(LoraEngineTest, AnEngineWithoutRegistryRefusesAdapters) {
   Engine engine(*model_, *vocab_, config());
   Collector c;

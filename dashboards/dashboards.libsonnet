@@ -75,7 +75,7 @@ local proc = '{{node}} {{comm}}/{{pid}}';
   ]),
 
   'vigil-worker.json': g.dashboard('vigil-worker', 'Vigil / Worker serving',
-    'vigil-worker: throughput, latency percentiles, queue, KV cache and preemptions, per pod.', [
+    'vigil-worker: throughput, latency percentiles, queue, KV cache, preemptions, adapters, per pod.', [
     ts('Generated tokens per second', 'Tokens of finished requests.',
        [t('sum by (namespace, pod) (rate(vigil_worker_generation_tokens_total{%s}[$__rate_interval]))' % W, '{{namespace}}/{{pod}}')], 'short'),
     ts('Requests per second by finish reason', 'Finished requests; rejected ones by reason.',
@@ -97,6 +97,10 @@ local proc = '{{node}} {{comm}}/{{pid}}';
     ts('Prompt and generation length p90', 'Tokens per finished request.',
        [t('histogram_quantile(0.9, sum by (le) (rate(vigil_worker_request_prompt_tokens_bucket{%s}[$__rate_interval])))' % W, 'prompt p90'),
         t('histogram_quantile(0.9, sum by (le) (rate(vigil_worker_request_generation_tokens_bucket{%s}[$__rate_interval])))' % W, 'generation p90')]),
+    ts('LoRA adapters loaded', 'Adapters hot-loaded over HTTP and not unloaded.',
+       [t('sum by (pod) (vigil_worker_lora_adapters_loaded{%s})' % W, '{{pod}}')]),
+    ts('Prefix cache hit ratio', 'Prompt prefixes found in the KV cache over lookups.',
+       [t('sum by (pod) (rate(vigil_worker_prefix_cache_hits_total{%s}[$__rate_interval])) / sum by (pod) (rate(vigil_worker_prefix_cache_queries_total{%s}[$__rate_interval]))' % [W, W], '{{pod}}')], 'percentunit'),
     ts('Model and kernel path', 'vigil_worker_info: the served model, version and active CPU kernel path.',
        [t('sum by (pod, model, version, kernel_path) (vigil_worker_info{%s})' % W, '{{pod}} {{model}} {{kernel_path}} {{version}}')]),
   ]),

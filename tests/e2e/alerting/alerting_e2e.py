@@ -6,11 +6,12 @@ the routing of deploy/alertmanager, whose receivers are this test's webhook.
      fail -> the P1 VigilGpuFragmentationGraphFailures reaches the paging receivers (PagerDuty
      and webhook) with exact labels, not the ticket receiver; failures stop -> resolved arrives.
   2. TCP: an NCCL process (real libnccl.so.2) streams between two network namespaces; the link is
-     blackholed -> the P1 VigilNcclTcpTimeoutRiskHigh pages for that pid; the link comes back ->
-     resolved arrives while the process still runs.
+     blackholed -> the P1 VigilNcclTcpTimeoutRiskHigh pages for that pid; the process aborts its
+     communicator while TCP backs off -> the P1 VigilNcclTcpCorrelatedTimeouts pages; the link
+     comes back -> both resolve while the process still runs.
   3. With --dashboards DIR: every panel query of the generated dashboards returns data from this
      run (dashboards_check.py); with --render-to DIR each panel is drawn to a PNG there.
-usage: alerting_e2e.py VIGIL_AGENT VIGIL_WORKER MODEL LIBCUDA NCCL_STALL TCP_BULK [--dashboards DIR] [--render-to DIR]"""
+usage: alerting_e2e.py VIGIL_AGENT VIGIL_WORKER MODEL LIBCUDA TCP_BULK [--dashboards DIR] [--render-to DIR]"""
 import argparse
 import json
 import os
@@ -30,7 +31,8 @@ NCCL_LIB = '/usr/local/cuda/lib64/libnccl.so.2'
 LIBM = '/lib/x86_64-linux-gnu/libm.so.6'
 COLLECTIVE_TIMEOUT_S = 10
 # Short windows so a fault fires and resolves in seconds; thresholds and expressions unchanged.
-RULE_OVERRIDES = {'graphFailuresWindow': '20s', 'p1For': '5s', 'timeoutRiskFor': '3s'}
+RULE_OVERRIDES = {'graphFailuresWindow': '20s', 'p1For': '5s', 'timeoutRiskFor': '3s',
+                  'correlatedTimeoutWindow': '20s', 'correlatedFor': '3s'}
 PAGE, PAGERDUTY, TICKET = '/page', '/pagerduty', '/ticket'
 
 
@@ -127,7 +129,8 @@ def expect_resolved(stack, alertname, pid, still_running):
     if not still_running():
         fail("%s resolved only after the faulty process exited: the fault stopping did not resolve it" % alertname)
     wait_until('%s resolve at the PagerDuty receiver' % alertname, lambda: [
-        b for _, b in r.notifications(PAGERDUTY) if b.get('event_action') == 'resolve'], 30)
+        b for _, b in r.notifications(PAGERDUTY)
+        if b.get('event_action') == 'resolve' and alertname in b['payload']['summary']], 30)
     print("resolved: %s (pid %s), PagerDuty resolve received" % (alertname, pid), flush=True)
     return t
 
@@ -153,13 +156,13 @@ def gpu_phase(stack, agent, libcuda, rules, base):
         fault.wait()
 
 
-def tcp_phase(stack, agent, stall_bin, bulk, rules, base):
+def tcp_phase(stack, agent, bulk, rules, base):
     with Namespaces() as nets:
         server = subprocess.Popen(['ip', 'netns', 'exec', nets.b, bulk, 'listen', '5301', '0'],
                                   stdout=subprocess.PIPE, text=True)
         server.stdout.readline()
-        client = subprocess.Popen(['ip', 'netns', 'exec', nets.a, stall_bin, B_ADDR, '5301'],
-                                  stdout=subprocess.PIPE, text=True)
+        client = subprocess.Popen(['ip', 'netns', 'exec', nets.a, sys.executable, os.path.join(HERE, 'nccl_tcp_fault.py'),
+                                   NCCL_LIB, B_ADDR, '5301'], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             pid = int(client.stdout.readline().split('pid=')[1].split()[0])
             ident = wait_until('risk gauge for the NCCL process', lambda: process_labels(agent, 'nccl_tcp_timeout_risk_ratio', pid), 20)
@@ -168,13 +171,24 @@ def tcp_phase(stack, agent, stall_bin, bulk, rules, base):
                 fail("risk before the blackhole: %s" % risk)
             nets.nft(nets.b, 100)
             start = time.time()
-            name = 'VigilNcclTcpTimeoutRiskHigh'
-            expect_page(stack, name, dict(base, **ident, **rules[name]['labels'], alertname=name), rules[name])
+            risky, correlated = 'VigilNcclTcpTimeoutRiskHigh', 'VigilNcclTcpCorrelatedTimeouts'
+            expect_page(stack, risky, dict(base, **ident, **rules[risky]['labels'], alertname=risky), rules[risky])
             print("  %.1f s from the blackhole to the page" % (time.time() - start))
+            # The watchdog gives up while TCP is still backing off: the abort is correlated.
+            client.stdin.write('abort\n')
+            client.stdin.flush()
+            client.stdout.readline()
+            aborted = time.time()
+            expect_page(stack, correlated, dict(base, **ident, **rules[correlated]['labels'], alertname=correlated,
+                                                source='nccl', kind='abort'), rules[correlated])
+            print("  %.1f s from the abort to the page" % (time.time() - aborted))
             nets.nft(nets.b, 0)
             up = time.time()
-            expect_resolved(stack, name, pid, lambda: client.poll() is None)
+            expect_resolved(stack, risky, pid, lambda: client.poll() is None)
             print("  %.1f s from the link's return to the resolved notification" % (time.time() - up))
+            expect_resolved(stack, correlated, pid, lambda: client.poll() is None)
+            print("  %.1f s from the abort to the resolved notification (the window is %s)" % (
+                time.time() - aborted, RULE_OVERRIDES['correlatedTimeoutWindow']))
         finally:
             for p in (client, server):
                 p.kill()
@@ -183,7 +197,7 @@ def tcp_phase(stack, agent, stall_bin, bulk, rules, base):
 
 def main():
     ap = argparse.ArgumentParser()
-    for a in ('agent', 'worker', 'model', 'libcuda', 'nccl_stall', 'tcp_bulk'):
+    for a in ('agent', 'worker', 'model', 'libcuda', 'tcp_bulk'):
         ap.add_argument(a)
     ap.add_argument('--dashboards')
     ap.add_argument('--render-to')
@@ -216,7 +230,7 @@ def main():
                 wait_until('both targets up', lambda: stack.targets_up(['vigil-agent', 'vigil-worker']), 30)
                 base = {'cluster': 'e2e', 'node': 'e2e-node', 'instance': '127.0.0.1:%d' % agent.port}
                 gpu_phase(stack, agent, args.libcuda, rules, base)
-                tcp_phase(stack, agent, args.nccl_stall, args.tcp_bulk, rules, base)
+                tcp_phase(stack, agent, args.tcp_bulk, rules, base)
                 if worker.requests == 0:
                     fail("no completion succeeded during the run: the serving metrics would be empty")
                 if args.dashboards:

@@ -1,7 +1,6 @@
 """Runs every panel query of the generated dashboards against the end-to-end Prometheus over the
-run's time range: each must parse and return data, except the metrics named in PENDING (not yet
-exported by the agent; listed on every run, never skipped silently). Optionally draws each
-dashboard, one subplot per panel, to a PNG (matplotlib)."""
+run's time range: each must parse and return data. Optionally draws each dashboard, one subplot
+per panel, to a PNG (matplotlib)."""
 import glob
 import json
 import os
@@ -12,8 +11,6 @@ from stack import fail
 # Variables as Grafana expands "All" (allValue '.*'); $__rate_interval as Grafana computes it
 # for a 1 s scrape interval at this test's resolution.
 VARIABLES = {'$cluster': '.*', '$node': '.*', '$namespace': '.*', '$pod': '.*', '$__rate_interval': '10s'}
-# Issue 6's correlated/uncorrelated timeout counters: the panel is ready, the agent does not export them yet.
-PENDING = {'nccl_tcp_correlated_timeouts_total', 'nccl_tcp_uncorrelated_timeouts_total'}
 STEP = 2
 
 
@@ -33,26 +30,21 @@ def legend(fmt, metric):
 
 
 def check_dashboards(stack, directory, start, end, render_to=None):
-    empty, pending = [], []
+    empty = []
     rendered = {}
     for path in sorted(glob.glob(os.path.join(directory, '*.json'))):
         d = json.load(open(path))
         panels = []
         for title, fmt, expr in expressions(d):
             result = stack.query(substitute(expr), 'query_range', start=start, end=end, step=STEP)
-            names = set(re.findall(r'[a-z_:][a-z0-9_:]*', expr)) & PENDING
             if not result:
-                (pending if names else empty).append('%s / %s: %s' % (d['title'], title, expr))
-            elif names:
-                fail("%s now returns data: remove it from PENDING in dashboards_check.py" % sorted(names))
+                empty.append('%s / %s: %s' % (d['title'], title, expr))
             panels.append((title, fmt, result))
         rendered[d['uid']] = (d['title'], panels)
-    for p in pending:
-        print("PENDING (metric not exported yet, issue 6): " + p)
     if empty:
         fail("%d panel queries returned no data:\n  %s" % (len(empty), '\n  '.join(empty)))
     total = sum(len(p) for _, p in rendered.values())
-    print("dashboards: %d queries over %d dashboards returned data (%d pending)" % (total, len(rendered), len(pending)))
+    print("dashboards: %d queries over %d dashboards returned data" % (total, len(rendered)))
     if render_to:
         render(rendered, render_to, start)
 
@@ -76,10 +68,7 @@ def render(rendered, out, start):
             ax.set_title(panel, fontsize=10)
             ax.set_xlabel('seconds into the e2e run', fontsize=8)
             ax.tick_params(labelsize=7)
-            if series:
-                ax.legend(fontsize=6, loc='upper left')
-            else:
-                ax.text(0.5, 0.5, 'no data yet (issue 6)', ha='center', transform=ax.transAxes)
+            ax.legend(fontsize=6, loc='upper left')
         for ax in list(axes.flat)[n:]:
             ax.axis('off')
         fig.suptitle(title + ' (end-to-end test run)')

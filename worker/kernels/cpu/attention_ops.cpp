@@ -37,6 +37,26 @@ float dot_scalar(const float* a, const uint16_t* b, int n) {
   return reduce16(lanes);
 }
 
+// ggml's vector dot: four 16-lane accumulators over 64-element steps, combined (0+2) + (1+3),
+// then reduced; a tail past the last whole step is added in double.
+float finish_4acc(float acc[4][16], const float* a, const uint16_t* b, int whole, int n) {
+  float combined[16];
+  for (int l = 0; l < 16; ++l) combined[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+  double sum = static_cast<double>(reduce16(combined));
+  for (int i = whole; i < n; ++i) sum += static_cast<double>(a[i] * fp16_to_fp32(b[i]));
+  return static_cast<float>(sum);
+}
+
+float dot4_scalar(const float* a, const uint16_t* b, int n) {
+  float acc[4][16] = {};
+  const int whole = n / 64 * 64;
+  for (int i = 0; i < whole; i += 64)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 16; ++l)
+        acc[j][l] = std::fma(fp16_to_fp32(b[i + j * 16 + l]), a[i + j * 16 + l], acc[j][l]);
+  return finish_4acc(acc, a, b, whole, n);
+}
+
 void axpy_scalar(float w, const uint16_t* v, float* out, int n) {
   for (int i = 0; i < n; ++i) out[i] = std::fma(w, fp16_to_fp32(v[i]), out[i]);
 }
@@ -83,6 +103,20 @@ __attribute__((target("avx512f"))) float dot_avx512(const float* a, const uint16
     acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), bv, acc);
   }
   return _mm512_reduce_add_ps(acc);
+}
+
+// Lane for lane the same fused multiply-adds as dot4_scalar, sixteen at a time.
+__attribute__((target("avx512f"))) float dot4_avx512(const float* a, const uint16_t* b, int n) {
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  const int whole = n / 64 * 64;
+  for (int i = 0; i < whole; i += 64)
+    for (int j = 0; j < 4; ++j) {
+      const __m512 bv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i + j * 16)));
+      acc[j] = _mm512_fmadd_ps(bv, _mm512_loadu_ps(a + i + j * 16), acc[j]);
+    }
+  alignas(64) float lanes[4][16];
+  for (int j = 0; j < 4; ++j) _mm512_store_ps(lanes[j], acc[j]);
+  return finish_4acc(lanes, a, b, whole, n);
 }
 
 __attribute__((target("avx512f"))) void axpy_avx512(float w, const uint16_t* v, float* out, int n) {
@@ -140,6 +174,7 @@ __attribute__((target("avx512f,avx512dq"))) void swiglu_avx512(float* gate, cons
 
 struct VectorOps {
   float (*dot)(const float*, const uint16_t*, int);
+  float (*dot4)(const float*, const uint16_t*, int);
   void (*axpy)(float, const uint16_t*, float*, int);
   double (*exp_and_sum)(float*, int, float);
   void (*swiglu)(float*, const float*, int);
@@ -147,9 +182,10 @@ struct VectorOps {
 
 VectorOps select_ops() {
   const std::string_view path = cpu_kernel_path();
-  if (path.starts_with("avx512")) return {dot_avx512, axpy_avx512, exp_and_sum_avx512, swiglu_avx512};
-  if (path == "avx2") return {dot_avx2, axpy_avx2, exp_and_sum_scalar, swiglu_scalar};
-  return {dot_scalar, axpy_scalar, exp_and_sum_scalar, swiglu_scalar};
+  if (path.starts_with("avx512"))
+    return {dot_avx512, dot4_avx512, axpy_avx512, exp_and_sum_avx512, swiglu_avx512};
+  if (path == "avx2") return {dot_avx2, dot4_scalar, axpy_avx2, exp_and_sum_scalar, swiglu_scalar};
+  return {dot_scalar, dot4_scalar, axpy_scalar, exp_and_sum_scalar, swiglu_scalar};
 }
 
 const VectorOps& ops() {
@@ -161,20 +197,7 @@ const VectorOps& ops() {
 
 float dot_f32_f16(const float* a, const uint16_t* b, int n) { return ops().dot(a, b, n); }
 
-float dot_f32_f16_4acc(const float* a, const uint16_t* b, int n) {
-  // Exact in any ISA: each lane is a chain of fused multiply-adds, the combination is fixed.
-  float acc[4][16] = {};
-  const int whole = n / 64 * 64;
-  for (int i = 0; i < whole; i += 64)
-    for (int j = 0; j < 4; ++j)
-      for (int l = 0; l < 16; ++l)
-        acc[j][l] = std::fma(fp16_to_fp32(b[i + j * 16 + l]), a[i + j * 16 + l], acc[j][l]);
-  float combined[16];
-  for (int l = 0; l < 16; ++l) combined[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
-  double sum = static_cast<double>(reduce16(combined));
-  for (int i = whole; i < n; ++i) sum += static_cast<double>(a[i] * fp16_to_fp32(b[i]));
-  return static_cast<float>(sum);
-}
+float dot_f32_f16_4acc(const float* a, const uint16_t* b, int n) { return ops().dot4(a, b, n); }
 void axpy_f16(float w, const uint16_t* v, float* out, int n) { ops().axpy(w, v, out, n); }
 double exp_and_sum(float* x, int n, float max) { return ops().exp_and_sum(x, n, max); }
 void swiglu_row(float* gate, const float* up, int n) { ops().swiglu(gate, up, n); }

@@ -65,9 +65,10 @@ local proc = '{{node}} {{comm}}/{{pid}}';
        [t('tcp_rto_seconds{%s}' % A, 'rto ' + proc), t('tcp_backoff{%s}' % A, 'backoff ' + proc)]),
     ts('NCCL calls by function and result', 'Collective and communicator calls per second.',
        [t('sum by (node, comm, function, result) (rate(nccl_calls_total{%s}[$__rate_interval]))' % A, '{{node}} {{comm}} {{function}} {{result}}')], 'ops'),
-    ts('Correlated and uncorrelated collective timeouts', 'Collective stalls/timeouts with and without TCP trouble on the same process in the preceding window.',
-       [t('sum by (node, comm, pid) (increase(nccl_tcp_correlated_timeouts_total{%s}[$__rate_interval]))' % A, 'correlated ' + proc),
-        t('sum by (node, comm, pid) (increase(nccl_tcp_uncorrelated_timeouts_total{%s}[$__rate_interval]))' % A, 'uncorrelated ' + proc)]),
+    // Totals, not rates: failures are rare and a process's series is born at its first one.
+    ts('Failed collectives with and without TCP backoff', 'Failed collectives (timeout, error, abort) of each process so far, by whether its TCP was in RTO backoff before them.',
+       [t('sum by (node, comm, pid, kind) (nccl_tcp_correlated_timeouts_total{%s})' % A, 'correlated {{kind}} ' + proc),
+        t('sum by (node, comm, pid, kind) (nccl_tcp_uncorrelated_timeouts_total{%s})' % A, 'uncorrelated {{kind}} ' + proc)]),
     ts('Smoothed RTT by process', 'srtt of the latest retransmitting socket.',
        [t('tcp_srtt_seconds{%s}' % A, proc)], 's'),
     ts('TCP resets by direction', 'Resets sent and received per second.',

@@ -8,6 +8,7 @@ usage: serve_e2e.py VIGIL_WORKER MODEL
 """
 import concurrent.futures
 import http.client
+import base64
 import json
 import os
 import re
@@ -20,6 +21,7 @@ import threading
 import time
 
 BINARY, MODEL = sys.argv[1], sys.argv[2]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TMP = tempfile.mkdtemp(prefix="vigil-serve-e2e-")
 failures = []
 
@@ -180,8 +182,13 @@ def test_main():
               "finish_reason length and usage counts")
         chat = {"messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 24}
         chat_plain, chat_stream = complete(port, chat), complete(port, {**chat, "stream": True})
-        check(chat_plain[:2] == chat_stream[:2] and "Paris" in chat_plain[0],
-              f"chat streamed == non-streamed ({chat_plain[0]!r})")
+        # The fixture holds llama.cpp's greedy answer to this exact chat (default system prompt).
+        fixture = json.load(open(os.path.join(ROOT, "tests", "fixtures", "greedy.json")))
+        reference = next(base64.b64decode(c["generated_b64"]).decode("utf-8", "replace")
+                         for c in fixture["cases"] if c["kind"] == "chat" and "capital of France" in c["text"]
+                         and "named SmolLM" in c["text"])
+        check(chat_plain[:2] == chat_stream[:2] and chat_plain[0] and reference.startswith(chat_plain[0]),
+              f"chat streamed == non-streamed == llama.cpp's greedy answer ({chat_plain[0]!r})")
         status, _, raw = call(port, "POST", "/v1/completions", {**base, "prompt": [504, 3458, 282, 4649, 314]})
         check(status == 200 and json.loads(raw)["usage"]["prompt_tokens"] == 5, "token-id prompt")
 

@@ -1,24 +1,11 @@
 // Steady-state decoding allocates nothing on the heap: a counting operator new proves it.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
 
 #include "engine/sampler.h"
 #include "model/llama_context.h"
+#include "worker/heap_counter.h"
 
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-void* operator new(size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size ? size : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 namespace vigil {
 namespace {
@@ -52,9 +39,9 @@ TEST(DecodeAllocations, NoneInSteadyState) {
     history.push_back(token);
   };
   for (int pos = 0; pos < 8; ++pos) step(pos);  // warm-up: scratch buffers reach their size
-  const long before = g_allocations.load();
+  const long before = test::heap_allocations();
   for (int pos = 8; pos < 40; ++pos) step(pos);
-  EXPECT_EQ(g_allocations.load() - before, 0) << "heap allocations during 32 batched decode steps";
+  EXPECT_EQ(test::heap_allocations() - before, 0) << "heap allocations during 32 batched decode steps";
 }
 
 }  // namespace

@@ -2,24 +2,11 @@
 // model and two adapters run on buffers sized when the context was built (counting operator new).
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
 
 #include "model/llama_context.h"
+#include "worker/heap_counter.h"
 #include "worker/lora_builder.h"
 
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-void* operator new(size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size ? size : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 namespace vigil {
 namespace {
@@ -49,9 +36,9 @@ TEST(LoraDecodeAllocations, NoneInSteadyState) {
     ctx.forward(batch);
   };
   for (int pos = 0; pos < 4; ++pos) step(pos);  // warm-up: the matmul scratch reaches its size
-  const long before = g_allocations.load();
+  const long before = test::heap_allocations();
   for (int pos = 4; pos < 20; ++pos) step(pos);
-  EXPECT_EQ(g_allocations.load() - before, 0) << "heap allocations during 16 decode steps with adapters";
+  EXPECT_EQ(test::heap_allocations() - before, 0) << "heap allocations during 16 decode steps with adapters";
 }
 
 }  // namespace

@@ -69,7 +69,6 @@ Vigil is running (logs in $logs):
           metrics      http://127.0.0.1:$worker_port/metrics   health /health  readiness /ready
   agent   metrics      http://127.0.0.1:$agent_port/metrics    health /healthz readiness /readyz
 Try:    curl -N http://127.0.0.1:$worker_port/v1/completions -d '{"prompt": "Once upon a time", "max_tokens": 64, "stream": true}'
-Ctrl-C stops everything.
 MSG
 }
 
@@ -143,5 +142,6 @@ start_monitoring
 first_request
 where_to_look
 where_to_look_monitoring
+echo "Ctrl-C stops everything."
 if [[ "${VIGIL_DEMO_ONESHOT:-0}" == 1 ]]; then exit 0; fi
 wait "${pids[0]}"

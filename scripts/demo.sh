@@ -42,6 +42,13 @@ start_agent() {
   "$build/agent/vigil-agent" --listen "127.0.0.1:$agent_port" >"$logs/agent.log" 2>&1 &
   pids+=($!)
   wait_http "http://127.0.0.1:$agent_port/readyz" "vigil-agent" "$logs/agent.log"
+  # Its first discovery round attaches the USDT set to the running worker; requests before that
+  # would go unseen.
+  for _ in $(seq 1 50); do
+    curl -s "http://127.0.0.1:$agent_port/metrics" | grep -Eq '^vigil_agent_probes_attached\{set="usdt"\} [1-9]' && return
+    sleep 0.2
+  done
+  echo "demo: vigil-agent has not attached to the worker's USDT probes yet (see $logs/agent.log)" >&2
 }
 
 first_request() {
@@ -56,7 +63,7 @@ first_request() {
   curl -s "http://127.0.0.1:$worker_port/metrics" | grep -E '^vigil_worker_(requests_running|kv_cache_usage_ratio|generation_tokens_total|info)' || true
   if [[ $(id -u) -eq 0 ]]; then
     echo "== the agent's metrics (excerpt)"
-    sleep 2  # one discovery round: the agent attaches to the worker's USDT probes
+    sleep 1  # the agent reads its maps at scrape time; give the last events a moment
     curl -sf "http://127.0.0.1:$agent_port/metrics" | grep -E '^vigil_agent_(probes_attached|events_total)' | head -n 12
   fi
 }

@@ -59,13 +59,13 @@ def wait_ready(port, path, timeout=60):
 class Server:
     """vigil-worker serve with one policy, or llama.cpp's OpenAI server, on a free loopback port."""
 
-    def __init__(self, kind, policy="fcfs", threads=2, max_running=16):
+    def __init__(self, kind, policy="fcfs", threads=2, max_running=16, max_waiting=100000):
         self.port = free_port()
         self.model_name = os.path.basename(MODEL)
         if kind == "vigil":
             cfg = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
             cfg.write(f"engine:\n  threads: {threads}\n  policy: {policy}\n  max_running: {max_running}\n"
-                      f"  kv_blocks: 1024\n  max_waiting: 100000\n")
+                      f"  kv_blocks: 1024\n  max_waiting: {max_waiting}\n")
             cfg.close()
             cmd = [WORKER, "serve", "-m", MODEL, "--port", str(self.port), "--config", cfg.name]
             ready = "/ready"
@@ -110,6 +110,8 @@ def one_request(port, model, req_id, prompt_len, max_tokens, priority, rng_seed,
                 if chunk.get("choices") and chunk["choices"][0].get("text"):
                     rec["tokens"].append(time.perf_counter())
         c.close()
+    except TimeoutError as e:
+        rec["error"] = "client timeout: " + str(e)
     except OSError as e:
         rec["error"] = str(e)
     rec["end"] = time.perf_counter()
@@ -154,14 +156,19 @@ def pct(values, q):
 def summarize(results, wall):
     ids = [r["id"] for r in results]
     dup = len(ids) - len(set(ids))
-    # Text chunks can merge tokens (UTF-8 held back), so a finished request has at most max_tokens chunks.
-    lost = [r for r in results if r["status"] != 200 or not r["done"] or not r["tokens"]]
+    # Answered 429 (queue full, with Retry-After) is an explicit refusal, and a client that gave up
+    # waiting is the client's; lost is everything else that did not finish: errors, cut streams.
+    rejected = [r for r in results if r["status"] == 429]
+    gave_up = [r for r in results if str(r.get("error", "")).startswith("client timeout")]
+    lost = [r for r in results if r not in rejected and r not in gave_up
+            and (r["status"] != 200 or not r["done"] or not r["tokens"])]
     ttft = [r["tokens"][0] - r["sent"] for r in results if r["tokens"]]
     itl = [b - a for r in results for a, b in zip(r["tokens"], r["tokens"][1:])]
     # Streamed chunks carry one token each (rarely more: UTF-8 held back), so they count the work
     # done even when a server stops early at an end-of-text token.
     gen = sum(len(r["tokens"]) for r in results)
-    return {"requests": len(results), "lost": len(lost), "duplicated": dup, "gen_tps": gen / wall,
+    return {"requests": len(results), "lost": len(lost), "rejected": len(rejected), "gave_up": len(gave_up),
+            "duplicated": dup, "gen_tps": gen / wall,
             "ttft_p50": pct(ttft, 0.5), "ttft_p99": pct(ttft, 0.99), "itl_p50": pct(itl, 0.5),
             "itl_p99": pct(itl, 0.99)}
 
@@ -227,7 +234,9 @@ def cmd_streams(a):
 
 def cmd_soak(a):
     """Finds the saturation rate with a short probe, then runs at overload × that rate."""
-    srv = Server("vigil", policy=a.policy, threads=a.threads)
+    # The shipped queue bound (engine.max_waiting 256): past it the server answers 429 at once
+    # instead of queueing without end.
+    srv = Server("vigil", policy=a.policy, threads=a.threads, max_waiting=256)
     try:
         res, wall = closed_loop(srv.port, srv.model_name, 16, min(10, a.seconds))
         # Requests per second the server completes when always busy (closed loop of 16).
@@ -239,7 +248,8 @@ def cmd_soak(a):
         srv.stop()
     s = summarize(res, wall)
     print(f"soak: capacity {capacity:.2f} req/s, offered {rate:.2f} req/s for {wall:.0f}s: {s['requests']} requests, "
-          f"lost {s['lost']}, duplicated {s['duplicated']}, TTFT p99 {s['ttft_p99']:.2f}s")
+          f"lost {s['lost']}, refused with 429 {s['rejected']}, client gave up {s['gave_up']}, "
+          f"duplicated {s['duplicated']}, TTFT p99 {s['ttft_p99']:.2f}s")
     return 1 if s["lost"] or s["duplicated"] or s["requests"] != n else 0
 
 

@@ -1,8 +1,9 @@
 // Runs the llama forward pass for a batch of tokens from any number of sequences.
 //
 // Numerics follow llama.cpp's CPU path so greedy outputs match it token for token: RMSNorm sums
-// in double, RoPE angles by repeated float multiplication, K/V cached as f16, queries rounded to
-// f16 before Q·K, softmax sums in double, attention weights rounded to f16 before weighting V.
+// in double, RoPE angles by repeated float multiplication and rotations with llama.cpp's fused
+// multiply-adds, K/V cached as f16, queries rounded to f16 before Q·K, softmax sums in double,
+// attention weights rounded to f16 before weighting V.
 #include "model/llama_context.h"
 
 #include <algorithm>
@@ -28,15 +29,6 @@ void rms_norm(const float* x, const float* weight, int n_rows, int n, float eps,
     const float mean = static_cast<float>(sum / n);
     const float scale = 1.0f / std::sqrt(mean + eps);
     for (int i = 0; i < n; ++i) yr[i] = xr[i] * scale * weight[i];
-  }
-}
-
-// Rotates adjacent pairs (the GGUF q/k weights are permuted for this layout).
-void rope(float* head, int head_dim, const float* cos_row, const float* sin_row) {
-  for (int i = 0; i < head_dim / 2; ++i) {
-    const float x0 = head[2 * i], x1 = head[2 * i + 1];
-    head[2 * i] = x0 * cos_row[i] - x1 * sin_row[i];
-    head[2 * i + 1] = x0 * sin_row[i] + x1 * cos_row[i];
   }
 }
 
@@ -143,9 +135,10 @@ void LlamaContext::forward(std::span<const BatchToken> batch) {
     for (int i = 0; i < n; ++i) {
       const float* c = &rope_cos_[static_cast<size_t>(batch[i].pos) * half];
       const float* s = &rope_sin_[static_cast<size_t>(batch[i].pos) * half];
-      for (int h = 0; h < hp_.n_head; ++h) rope(&q_[i * ud + h * hp_.head_dim], hp_.head_dim, c, s);
+      // Adjacent pairs rotate (the GGUF q/k weights are permuted for this layout).
+      for (int h = 0; h < hp_.n_head; ++h) rope_pairs(&q_[i * ud + h * hp_.head_dim], hp_.head_dim, c, s);
       for (int h = 0; h < hp_.n_head_kv; ++h)
-        rope(&k_[static_cast<size_t>(i) * kv + h * hp_.head_dim], hp_.head_dim, c, s);
+        rope_pairs(&k_[static_cast<size_t>(i) * kv + h * hp_.head_dim], hp_.head_dim, c, s);
       const int32_t block = batch[i].seq->blocks[batch[i].pos / cache_.block_size()];
       const int slot = batch[i].pos % cache_.block_size();
       uint16_t* kc = cache_.k(l, block, slot);

@@ -1,16 +1,19 @@
 // Vector operations of the forward pass besides matmul (attention over the f16 KV cache, softmax,
-// SwiGLU), SIMD-dispatched like the matmul kernels and ordered like ggml's so results match
-// llama.cpp bit for bit on AVX-512 machines.
+// SwiGLU, RoPE), SIMD-dispatched like the matmul kernels and ordered like ggml's so results match
+// llama.cpp's AVX-512 build bit for bit on every path.
 //
 // Each variant is compiled for its ISA with a target attribute, so this file needs no special
-// flags; the variant is picked once from cpu_kernel_path(). On AVX-512 the exponential is the
-// polynomial ggml uses (ARM's optimized-routines expf: 1.45 ulp + 0.5), so softmax and SiLU round
-// exactly as llama.cpp's; the other paths use libm's expf and agree to within rounding.
+// flags; the variant is picked once from cpu_kernel_path(). The exponential is the polynomial
+// ggml uses (ARM's optimized-routines expf: 1.45 ulp + 0.5), on AVX-512 sixteen lanes at a time
+// and elsewhere one lane at a time with the same operations, so on every path softmax and SiLU
+// round exactly as llama.cpp's AVX-512 build.
 #include "kernels/cpu/attention_ops.h"
 
 #include <immintrin.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/matmul.h"
@@ -61,17 +64,70 @@ void axpy_scalar(float w, const uint16_t* v, float* out, int n) {
   for (int i = 0; i < n; ++i) out[i] = std::fma(w, fp16_to_fp32(v[i]), out[i]);
 }
 
-double exp_and_sum_scalar(float* x, int n, float max) {
+// exp16 below for one lane, operation for operation (fnmadd(a, b, c) is fma(−a, b, c)), so every
+// path rounds softmax and SiLU exactly as llama.cpp's AVX-512 build. scalef(poly, n) is done as two
+// multiplications by powers of two: the first (|n/2| <= 96) is exact, the second rounds once, as
+// scalef does, subnormal results included.
+__attribute__((always_inline)) inline float exp_poly(float x) {
+  const float shifter = 0x1.8p23f;
+  const float n = std::fma(x, 0x1.715476p+0f, shifter) - shifter;
+  const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+  if (std::fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+  const float b2 = b * b;
+  const float high = std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), b2, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f));
+  const float poly = std::fma(high, b2, std::fma(0x1.ffffecp-1f, b, 1.0f));
+  if (n != n) return poly;  // NaN in, NaN out
+  const int e = static_cast<int>(n), e1 = e / 2;
+  auto pow2 = [](int k) { return std::bit_cast<float>(static_cast<uint32_t>(k + 127) << 23); };
+  return poly * pow2(e1) * pow2(e - e1);
+}
+
+// As exp_and_sum_avx512: whole 16-element chunks through the polynomial, each chunk's sum in the
+// order of _mm512_reduce_add_ps added in double; a tail (callers pass none) through libm.
+__attribute__((always_inline)) inline double exp_and_sum_body(float* x, int n, float max) {
   double sum = 0.0;
-  for (int i = 0; i < n; ++i) {
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int l = 0; l < 16; ++l) x[i + l] = exp_poly(x[i + l] - max);
+    sum += static_cast<double>(reduce16(x + i));
+  }
+  for (; i < n; ++i) {
     x[i] = std::exp(x[i] - max);
     sum += static_cast<double>(x[i]);
   }
   return sum;
 }
 
-void swiglu_scalar(float* gate, const float* up, int n) {
-  for (int i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+__attribute__((always_inline)) inline void swiglu_body(float* gate, const float* up, int n) {
+  int i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = i; l < i + 16; ++l) gate[l] = gate[l] / (1.0f + exp_poly(0.0f - gate[l])) * up[l];
+  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+double exp_and_sum_scalar(float* x, int n, float max) { return exp_and_sum_body(x, n, max); }
+void swiglu_scalar(float* gate, const float* up, int n) { swiglu_body(gate, up, n); }
+// The same code where std::fma is an instruction rather than a libm call.
+__attribute__((target("avx2,fma"))) double exp_and_sum_fma(float* x, int n, float max) {
+  return exp_and_sum_body(x, n, max);
+}
+__attribute__((target("avx2,fma"))) void swiglu_fma(float* gate, const float* up, int n) { swiglu_body(gate, up, n); }
+
+// std::fma is exact on every path; where the CPU has FMA it is one instruction instead of a libm call.
+void rope_scalar(float* head, int head_dim, const float* cos, const float* sin) {
+  for (int i = 0; i < head_dim / 2; ++i) {
+    const float x0 = head[2 * i], x1 = head[2 * i + 1];
+    head[2 * i] = std::fma(x0, cos[i], -(x1 * sin[i]));
+    head[2 * i + 1] = std::fma(x0, sin[i], x1 * cos[i]);
+  }
+}
+
+__attribute__((target("fma"))) void rope_fma(float* head, int head_dim, const float* cos, const float* sin) {
+  for (int i = 0; i < head_dim / 2; ++i) {
+    const float x0 = head[2 * i], x1 = head[2 * i + 1];
+    head[2 * i] = std::fma(x0, cos[i], -(x1 * sin[i]));
+    head[2 * i + 1] = std::fma(x0, sin[i], x1 * cos[i]);
+  }
 }
 
 __attribute__((target("avx2,fma,f16c"))) float dot_avx2(const float* a, const uint16_t* b, int n) {
@@ -178,14 +234,15 @@ struct VectorOps {
   void (*axpy)(float, const uint16_t*, float*, int);
   double (*exp_and_sum)(float*, int, float);
   void (*swiglu)(float*, const float*, int);
+  void (*rope)(float*, int, const float*, const float*);
 };
 
 VectorOps select_ops() {
   const std::string_view path = cpu_kernel_path();
   if (path.starts_with("avx512"))
-    return {dot_avx512, dot4_avx512, axpy_avx512, exp_and_sum_avx512, swiglu_avx512};
-  if (path == "avx2") return {dot_avx2, dot4_scalar, axpy_avx2, exp_and_sum_scalar, swiglu_scalar};
-  return {dot_scalar, dot4_scalar, axpy_scalar, exp_and_sum_scalar, swiglu_scalar};
+    return {dot_avx512, dot4_avx512, axpy_avx512, exp_and_sum_avx512, swiglu_avx512, rope_fma};
+  if (path == "avx2") return {dot_avx2, dot4_scalar, axpy_avx2, exp_and_sum_fma, swiglu_fma, rope_fma};
+  return {dot_scalar, dot4_scalar, axpy_scalar, exp_and_sum_scalar, swiglu_scalar, rope_scalar};
 }
 
 const VectorOps& ops() {
@@ -201,6 +258,9 @@ float dot_f32_f16_4acc(const float* a, const uint16_t* b, int n) { return ops().
 void axpy_f16(float w, const uint16_t* v, float* out, int n) { ops().axpy(w, v, out, n); }
 double exp_and_sum(float* x, int n, float max) { return ops().exp_and_sum(x, n, max); }
 void swiglu_row(float* gate, const float* up, int n) { ops().swiglu(gate, up, n); }
+void rope_pairs(float* head, int head_dim, const float* cos, const float* sin) {
+  ops().rope(head, head_dim, cos, sin);
+}
 
 void reduce_lane_groups(const float* lanes, int n, float* out) {
   const size_t group = 16 * static_cast<size_t>(n);

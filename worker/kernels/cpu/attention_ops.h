@@ -1,6 +1,6 @@
 // Vector operations of the forward pass besides matmul (attention over the f16 KV cache, softmax,
-// SwiGLU), SIMD-dispatched like the matmul kernels and ordered like ggml's so results match
-// llama.cpp bit for bit on AVX-512 machines.
+// SwiGLU, RoPE), SIMD-dispatched like the matmul kernels and ordered like ggml's so results match
+// llama.cpp's AVX-512 build bit for bit on every path.
 #pragma once
 
 #include <cstdint>
@@ -24,5 +24,11 @@ void reduce_lane_groups(const float* lanes, int n, float* out);  // lanes: [4][1
 double exp_and_sum(float* x, int n, float max);
 // gate[i] = silu(gate[i]) · up[i] for one row of n elements.
 void swiglu_row(float* gate, const float* up, int n);
+// RoPE on one head of adjacent pairs, (x0, x1) -> (x0·cos − x1·sin, x0·sin + x1·cos) for pair i
+// with cos[i], sin[i], rounded as llama.cpp's FMA build computes it: GCC contracts ggml's
+// `x0*cos - x1*sin` into fma(x0, cos, −(x1·sin)) (and the sum likewise), one rounding fewer than
+// the plain expression. A one-ulp difference here flips f16 roundings of Q/K in the cache now and
+// then, which is enough to move logits by 0.5 after 30 layers.
+void rope_pairs(float* head, int head_dim, const float* cos, const float* sin);
 
 }  // namespace vigil

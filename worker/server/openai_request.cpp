@@ -189,7 +189,7 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_v
   json root;
   try {
     root = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number past double's range
     return ApiError::bad_request(std::string("malformed JSON body: ") + e.what(), "body");
   }
   CompletionRequest r;

@@ -108,6 +108,16 @@ TEST(OpenAiRequest, InvalidUtf8IsMalformed) {
   EXPECT_EQ(err("{\"prompt\":\"\xff\"}").param, "body");
 }
 
+// Found by openai_request_fuzz: nlohmann's parser throws out_of_range, not parse_error, for a
+// number beyond double's range, and it escaped the parser (and the HTTP handler) uncaught.
+TEST(OpenAiRequest, NumberOverflowIsMalformed) {
+  ApiError e = err(R"({"prompt":"x","temperature":1e400})");
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "body");
+  EXPECT_NE(e.message.find("number overflow"), std::string::npos) << e.message;
+  EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"seed":-1e999})", ApiKind::kChat).param, "body");
+}
+
 TEST(OpenAiRequest, DefaultMaxTokens) {
   CompletionRequest c;
   EXPECT_EQ(resolve_max_tokens(c, 10, 100), 16);

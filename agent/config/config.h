@@ -2,9 +2,10 @@
 #pragma once
 
 #include <chrono>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "common/config_key_error.h"
 
 namespace vigil::agent {
 
@@ -41,16 +42,7 @@ struct Config {
 };
 
 // A bad key or value: names the key and its line (0 when it came from a flag).
-class ConfigError : public std::runtime_error {
- public:
-  ConfigError(const std::string& key, int line, const std::string& what);
-  const std::string& key() const { return key_; }
-  int line() const { return line_; }
-
- private:
-  std::string key_;
-  int line_;
-};
+using ConfigError = ConfigKeyError;
 
 // Parses YAML text on top of the defaults; throws ConfigError.
 Config parse_config(const std::string& yaml_text);
@@ -58,7 +50,5 @@ Config parse_config(const std::string& yaml_text);
 Config load_config_file(const std::string& path);
 // Parses "HOST:PORT" into cfg; throws ConfigError naming `key`.
 void apply_listen(Config& cfg, const std::string& value, const std::string& key, int line);
-// "250ms", "5s", "2m", "1h" or a bare number of seconds.
-std::chrono::milliseconds parse_duration(const std::string& text);
 
 }  // namespace vigil::agent

@@ -1,95 +1,19 @@
 // Parses the serve YAML strictly: unknown keys and bad values name the dotted key and its line.
 #include "server/serve_config.h"
 
-#include <yaml-cpp/yaml.h>
-
-#include <cctype>
-#include <fstream>
-#include <functional>
-#include <limits>
-#include <map>
-#include <sstream>
+#include "common/yaml_fields.h"
 
 namespace vigil {
 namespace {
 
-int line_of(const YAML::Node& node) { return node.Mark().line + 1; }
-
-[[noreturn]] void fail(const std::string& key, const YAML::Node& node, const std::string& what) {
-  throw ServeConfigError(key, line_of(node), what);
-}
-
-std::string scalar(const std::string& key, const YAML::Node& node) {
-  if (!node.IsScalar()) fail(key, node, "expected a scalar value");
-  return node.Scalar();
-}
-
-long long integer(const std::string& key, const YAML::Node& node, long long lo, long long hi) {
-  std::string v = scalar(key, node);
-  size_t used = 0;
-  long long n = 0;
-  try {
-    n = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v.size() || n < lo || n > hi)
-    fail(key, node, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                        "], got '" + v + "'");
-  return n;
-}
-
-int int_in(const std::string& key, const YAML::Node& node, int lo, int hi) {
-  return static_cast<int>(integer(key, node, lo, hi));
-}
-
-bool boolean(const std::string& key, const YAML::Node& node) {
-  std::string v = scalar(key, node);
-  if (v == "true") return true;
-  if (v == "false") return false;
-  fail(key, node, "expected true or false, got '" + v + "'");
-}
-
-double number(const std::string& key, const YAML::Node& node, double lo, double hi) {
-  std::string v = scalar(key, node);
-  size_t used = 0;
-  double d = 0;
-  try {
-    d = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v.size() || !(d >= lo && d <= hi))
-    fail(key, node, "expected a number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                        "], got '" + v + "'");
-  return d;
-}
-
-std::chrono::milliseconds duration(const std::string& key, const YAML::Node& node) {
-  std::string v = scalar(key, node);
-  std::chrono::milliseconds d{0};
-  try {
-    d = parse_duration(v);
-  } catch (const std::invalid_argument&) {
-    fail(key, node, "expected a duration like 500ms, 5s, 2m, got '" + v + "'");
-  }
-  if (d.count() <= 0) fail(key, node, "must be positive, got '" + v + "'");
-  return d;
-}
-
-using Handler = std::function<void(const std::string& key, const YAML::Node& value)>;
-
-// Walks a mapping, dispatching each key to its handler; any other key is an error.
-void walk(const std::string& prefix, const YAML::Node& node, const std::map<std::string, Handler>& handlers) {
-  if (!node.IsMap()) fail(prefix.empty() ? "<document>" : prefix, node, "expected a mapping");
-  for (const auto& kv : node) {
-    std::string name = kv.first.Scalar();
-    std::string key = prefix.empty() ? name : prefix + "." + name;
-    auto it = handlers.find(name);
-    if (it == handlers.end()) fail(key, kv.first, "unknown key");
-    it->second(key, kv.second);
-  }
-}
+using yaml_fields::boolean;
+using yaml_fields::duration;
+using yaml_fields::fail;
+using yaml_fields::int_in;
+using yaml_fields::integer;
+using yaml_fields::number;
+using yaml_fields::scalar;
+using yaml_fields::walk;
 
 constexpr long long kMaxBytes = 1LL << 30;
 
@@ -138,29 +62,13 @@ void parse_engine(const std::string& prefix, const YAML::Node& node, EngineConfi
 
 }  // namespace
 
-ServeConfigError::ServeConfigError(std::string key, int line, const std::string& what)
-    : std::runtime_error(what), key_(std::move(key)), line_(line) {}
-
 std::chrono::milliseconds parse_duration(const std::string& text) {
-  size_t i = 0;
-  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-  if (i == 0 || i > 12) throw std::invalid_argument("duration");
-  long long n = std::stoll(text.substr(0, i));
-  std::string unit = text.substr(i);
-  if (unit == "ms") return std::chrono::milliseconds(n);
-  if (unit == "s" || unit.empty()) return std::chrono::seconds(n);
-  if (unit == "m") return std::chrono::minutes(n);
-  throw std::invalid_argument("duration");
+  return yaml_fields::parse_duration(text, yaml_fields::DurationUnits::kUpToMinutes);
 }
 
 ServeConfig parse_serve_config(const std::string& yaml_text) {
   ServeConfig cfg;
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    throw ServeConfigError("<document>", e.mark.line + 1, "YAML syntax error: " + e.msg);
-  }
+  YAML::Node root = yaml_fields::load_document(yaml_text);
   if (root.IsNull()) return cfg;
   walk("", root, {
       {"server", [&](const std::string& k, const YAML::Node& v) { parse_server(k, v, cfg.server); }},
@@ -171,11 +79,7 @@ ServeConfig parse_serve_config(const std::string& yaml_text) {
 }
 
 ServeConfig load_serve_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ServeConfigError("file", 0, "cannot read config file '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_serve_config(text.str());
+  return parse_serve_config(yaml_fields::read_config_file(path));
 }
 
 void check_serve_config(const ServeConfig& config) {

@@ -3,9 +3,9 @@
 
 #include <chrono>
 #include <cstddef>
-#include <stdexcept>
 #include <string>
 
+#include "common/config_key_error.h"
 #include "engine/engine.h"
 
 namespace vigil {
@@ -33,16 +33,7 @@ struct ServeConfig {
 };
 
 // A bad key or value: names the key (dotted path) and its line (0 when it came from a flag).
-class ServeConfigError : public std::runtime_error {
- public:
-  ServeConfigError(std::string key, int line, const std::string& what);
-  const std::string& key() const { return key_; }
-  int line() const { return line_; }
-
- private:
-  std::string key_;
-  int line_;
-};
+using ServeConfigError = ConfigKeyError;
 
 // Parses YAML text on top of the defaults; throws ServeConfigError. An empty document is all defaults.
 ServeConfig parse_serve_config(const std::string& yaml_text);

@@ -1,11 +1,27 @@
 // The running agent: one object owns every probe set, collector and the HTTP endpoint; leaving
 // run_agent destroys them in reverse order, which detaches every link before the process exits.
+//
+// Threads, and what they share:
+// - the main thread: housekeeping every poll_interval (/proc scans, attaching, expiry), which
+//   may take seconds on a busy node, and the NCCL correlation poll;
+// - the ring reader (probes/ring_reader): drains every BPF ring buffer as events arrive, so a
+//   slow /proc scan never lets a ring fill. Its callbacks touch processes_ (own lock), exec_scans_
+//   (exec_mu_), stats_ (own lock), correlator_ (own lock), the probes' log limiters and the XID
+//   probe's recent lines (reader thread only);
+// - the HTTP server's thread: scrapes (collectors read BPF maps and processes_).
+// The locks the reader can wait for are held briefly: exec_mu_ never across a /proc read;
+// processes_'s across reading one /proc/PID/comm and cgroup and a `tracked` map update; stats_'s
+// during a scrape's count of the BPF tables (map walks, milliseconds), which the rings absorb.
 #include "agent.h"
 
+#include <signal.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -29,6 +45,7 @@
 #include "probes/cuda_probe.h"
 #include "probes/nccl_probe.h"
 #include "probes/proc_probe.h"
+#include "probes/ring_reader.h"
 #include "probes/tcp_probe.h"
 #include "probes/usdt_probe.h"
 #include "probes/xid_probe.h"
@@ -46,7 +63,15 @@ class Agent {
   explicit Agent(const Config& cfg)
       : cfg_(cfg), processes_("/proc", cfg.grace_period) {}
 
+  ~Agent() {
+    // No ring callback may run once the probes start going away, and the process table must
+    // stop mirroring into the proc set's map before that set goes.
+    rings_.reset();
+    processes_.set_on_change(nullptr);
+  }
+
   void load_probe_sets() {
+    rings_ = std::make_unique<RingReader>();
     load_set("tcp", cfg_.probes.tcp, [this] {
       tcp_ = std::make_unique<TcpProbe>(cfg_.kernel_btf, stats_);
       tcp_collector_ = std::make_shared<TcpCollector>(tcp_->peers_fd(), tcp_->procs_fd(), cfg_.tcp_top_peers,
@@ -55,7 +80,9 @@ class Agent {
     });
     // A loaded uprobe set has nothing to watch until a library is found: that is not an error.
     load_set("cuda", cfg_.probes.cuda, [this] {
-      cuda_ = std::make_unique<CudaProbe>(cfg_.kernel_btf, stats_);
+      auto cuda = std::make_unique<CudaProbe>(cfg_.kernel_btf, stats_);
+      cuda->add_rings(*rings_);
+      cuda_ = std::move(cuda);
       gpu_memory_ = std::make_shared<GpuMemoryCollector>(cuda_->procs_fd(), cuda_->errors_fd(), cuda_->live_fd(),
                                                          cuda_->handles_fd(), cfg_.fragmentation_window, processes_);
       collectors_.push_back({"gpu_memory", gpu_memory_});
@@ -64,7 +91,9 @@ class Agent {
       for (const auto& path : cfg_.libraries.cuda) cuda_->attach_pinned(path);
     });
     load_set("nccl", cfg_.probes.nccl, [this] {
-      nccl_ = std::make_unique<NcclProbe>(cfg_.kernel_btf, stats_);
+      auto nccl = std::make_unique<NcclProbe>(cfg_.kernel_btf, stats_);
+      nccl->add_rings(*rings_);
+      nccl_ = std::move(nccl);
       nccl_collector_ = std::make_shared<NcclCollector>(nccl_->calls_fd(), nccl_->async_errors_fd(),
                                                         nccl_->procs_fd(), processes_);
       collectors_.push_back({"nccl", nccl_collector_});
@@ -84,21 +113,29 @@ class Agent {
                                                  processes_);
       collectors_.push_back({"correlation", correlator_});
       load_set("collective", cfg_.probes.usdt, [this] {
-        collectives_ = std::make_unique<CollectiveProbe>(
+        auto collectives = std::make_unique<CollectiveProbe>(
             cfg_.kernel_btf, stats_, [this](const collective_failure& f) { correlator_->on_collective_failure(f); });
+        collectives->add_rings(*rings_);
+        collectives_ = std::move(collectives);
         correlator_->set_collective_procs_fd(collectives_->procs_fd());
         for (const auto& path : cfg_.libraries.usdt) collectives_->attach(path);
       });
     }
     load_set("xid", cfg_.probes.xid, [this] {
-      xid_ = std::make_unique<XidProbe>(cfg_.kernel_btf, stats_);
+      auto xid = std::make_unique<XidProbe>(cfg_.kernel_btf, stats_);
+      xid->add_rings(*rings_);
+      xid_ = std::move(xid);
       collectors_.push_back({"xid", std::make_shared<XidCollector>(xid_->xids_fd())});
     });
     if (cuda_ || nccl_ || usdt_) {
       try {
-        proc_ = std::make_unique<ProcProbe>(cfg_.kernel_btf, stats_, [this](uint32_t pid, bool exec) {
+        auto proc = std::make_unique<ProcProbe>(cfg_.kernel_btf, stats_, [this](uint32_t pid, bool exec) {
           on_process_event(pid, exec);
         });
+        proc->add_rings(*rings_);
+        proc_ = std::move(proc);
+        // The kernel sends the exit of the processes in the table only.
+        processes_.set_on_change([p = proc_.get()](uint32_t pid, bool present) { p->track(pid, present); });
       } catch (const std::exception& e) {
         // Without exec events every tick is a full scan: slower to run, as quick to find.
         std::fprintf(stderr, "vigil-agent: process events unavailable (%s); scanning /proc every tick\n", e.what());
@@ -106,16 +143,15 @@ class Agent {
     }
     collectors_.push_back({"self", std::make_shared<SelfCollector>(stats_)});
     stats_.add_table_source("agent", "process_labels", [this] { return processes_.size(); });
+    stats_.add_table_source("agent", "exec_scans", [this] {
+      std::lock_guard lock(exec_mu_);
+      return static_cast<uint64_t>(exec_scans_.size());
+    });
+    rings_->start();
   }
 
-  // Waits up to timeout_ms for ring buffer events (or just sleeps when no set has any).
-  void poll(int timeout_ms) {
-    if (cuda_) cuda_->poll(timeout_ms);
-    else std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
-    if (nccl_) nccl_->consume();
-    if (proc_) proc_->consume();
-    if (xid_) xid_->consume();
-    if (collectives_) collectives_->consume();
+  // Between housekeeping ticks (the rings are drained by their own thread).
+  void poll_correlation() {
     if (correlator_) correlator_->poll_nccl();
   }
 
@@ -162,29 +198,53 @@ class Agent {
   // A process that just exec'd maps its libraries during the next moments (the dynamic linker
   // runs after exec): scan it on every tick for a while. Libraries dlopen'ed later are found by
   // the full scan every discovery_interval.
+  using Clock = std::chrono::steady_clock;
   static constexpr auto kExecScanFor = std::chrono::seconds(3);
 
+  // On the ring reader's thread.
   void on_process_event(uint32_t pid, bool exec) {
     if (exec) {
       processes_.mark_exec(pid);
-      exec_scans_[pid] = std::chrono::steady_clock::now() + kExecScanFor;
+      std::lock_guard lock(exec_mu_);
+      exec_scans_[pid] = Clock::now() + kExecScanFor;
     } else {
       processes_.mark_exited(pid);
+      std::lock_guard lock(exec_mu_);
       exec_scans_.erase(pid);
     }
   }
 
   void discover() {
-    auto now = std::chrono::steady_clock::now();
+    auto now = Clock::now();
     std::vector<LibraryHit> hits;
-    if (!proc_ || now >= next_full_scan_) {
+    const bool full = !proc_ || now >= next_full_scan_;
+    if (full) {
       hits = scan_libraries("/proc");
       next_full_scan_ = now + cfg_.discovery_interval;
       release_unmapped(hits);
-    } else {
-      for (auto it = exec_scans_.begin(); it != exec_scans_.end();) {
-        for (auto& hit : scan_libraries("/proc", it->first)) hits.push_back(std::move(hit));
-        it = now >= it->second ? exec_scans_.erase(it) : std::next(it);
+    }
+    // Processes that exec'd recently: scanned (unless the full scan just did) without the lock,
+    // since the ring reader adds execs meanwhile. Exits of processes the table does not hold are
+    // not sent (bpf/proc.bpf.c), so one found gone is dropped here (kill(pid, 0): no path walk).
+    std::vector<std::pair<uint32_t, Clock::time_point>> pids, done;  // pid, scan until
+    {
+      std::lock_guard lock(exec_mu_);
+      pids.assign(exec_scans_.begin(), exec_scans_.end());
+    }
+    for (const auto& [pid, until] : pids) {
+      if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+        done.emplace_back(pid, until);
+        continue;
+      }
+      if (!full)
+        for (auto& hit : scan_libraries("/proc", pid)) hits.push_back(std::move(hit));
+      if (now >= until) done.emplace_back(pid, until);
+    }
+    {
+      std::lock_guard lock(exec_mu_);
+      for (const auto& [pid, until] : done) {
+        auto it = exec_scans_.find(pid);
+        if (it != exec_scans_.end() && it->second == until) exec_scans_.erase(it);  // else exec'd again since
       }
     }
     for (const auto& hit : hits) {
@@ -235,10 +295,14 @@ class Agent {
   std::unique_ptr<CollectiveProbe> collectives_;  // after correlator_: its callback uses it
   std::unique_ptr<ProcProbe> proc_;
   std::unique_ptr<XidProbe> xid_;
+  std::mutex exec_mu_;  // guards exec_scans_ (ring reader adds, housekeeping scans and removes)
   std::map<uint32_t, std::chrono::steady_clock::time_point> exec_scans_;  // pid -> scan until
   std::chrono::steady_clock::time_point next_full_scan_{};
   std::vector<NamedCollector> collectors_;
   std::atomic<bool> ready_{false};
+  // Declared last, destroyed first (and reset explicitly in ~Agent): stops the reader thread
+  // before anything its callbacks use goes away.
+  std::unique_ptr<RingReader> rings_;
 };
 
 }  // namespace
@@ -262,7 +326,8 @@ int run_agent(const Config& cfg, const std::atomic<bool>& stop) {
       agent.housekeeping();
       next = std::chrono::steady_clock::now() + cfg.poll_interval;
     }
-    agent.poll(50);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    agent.poll_correlation();
   }
   std::fputs("vigil-agent: stopping, detaching probes\n", stderr);
   return 0;

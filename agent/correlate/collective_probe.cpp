@@ -16,7 +16,6 @@
 namespace vigil::agent {
 
 void CollectiveProbe::SkelDeleter::operator()(collective_bpf* s) const { collective_bpf__destroy(s); }
-void CollectiveProbe::RingDeleter::operator()(ring_buffer* r) const { ring_buffer__free(r); }
 
 CollectiveProbe::CollectiveProbe(const std::string& btf_path, AgentStats& stats, OnFailure on_failure)
     : stats_(stats), on_failure_(std::move(on_failure)) {
@@ -24,8 +23,6 @@ CollectiveProbe::CollectiveProbe(const std::string& btf_path, AgentStats& stats,
   skel_.reset(collective_bpf__open_opts(&opts));
   if (!skel_) throw std::runtime_error("open collective.bpf.o: " + errno_reason(errno));
   if (int err = collective_bpf__load(skel_.get())) throw std::runtime_error("load collective.bpf.o: " + errno_reason(err));
-  ring_.reset(ring_buffer__new(bpf_map__fd(skel_->maps.failures), on_event, this, nullptr));
-  if (!ring_) throw std::runtime_error("collective ring buffer: " + errno_reason(errno));
   stats_.add_kernel_source("collective", [this] { return read_probe_stats(skel_->maps.probe_stats); });
   register_tables(stats_, "collective", {skel_->maps.procs});
 }
@@ -79,9 +76,8 @@ int CollectiveProbe::on_event(void* ctx, void* data, size_t size) {
   return 0;
 }
 
-void CollectiveProbe::consume() {
-  int n = ring_buffer__consume(ring_.get());
-  if (n < 0 && n != -EINTR) std::fprintf(stderr, "vigil-agent: collective ring buffer: %s\n", errno_reason(-n).c_str());
+void CollectiveProbe::add_rings(RingReader& reader) {
+  reader.add("collective", bpf_map__fd(skel_->maps.failures), on_event, this);
 }
 
 int CollectiveProbe::procs_fd() const { return bpf_map__fd(skel_->maps.procs); }

@@ -13,10 +13,10 @@
 
 #include "collectors/agent_stats.h"
 #include "probes/bpf_util.h"
+#include "probes/ring_reader.h"
 
 struct collective_bpf;
 struct collective_failure;
-struct ring_buffer;
 
 namespace vigil::agent {
 
@@ -33,8 +33,8 @@ class CollectiveProbe {
   // has no collective probes: not a worker binary).
   int attach(const std::string& path, dev_t dev, ino_t inode);
   int attach(const std::string& path);
-  // Hands queued failures to the callback without waiting.
-  void consume();
+  // Registers the failure ring with `reader`: the callback runs on the reader's thread.
+  void add_rings(RingReader& reader);
 
   int procs_fd() const;
 
@@ -43,15 +43,11 @@ class CollectiveProbe {
   struct SkelDeleter {
     void operator()(collective_bpf* s) const;
   };
-  struct RingDeleter {
-    void operator()(ring_buffer* r) const;
-  };
   AgentStats& stats_;
   OnFailure on_failure_;
   std::unique_ptr<collective_bpf, SkelDeleter> skel_;
-  std::unique_ptr<ring_buffer, RingDeleter> ring_;
   std::set<std::pair<dev_t, ino_t>> done_;
-  std::vector<Link> links_;  // destroyed before the ring and the skeleton: declared after them
+  std::vector<Link> links_;  // destroyed before the skeleton: declared after it
 };
 
 }  // namespace vigil::agent

@@ -17,6 +17,17 @@ std::string read_text_file(const std::string& path) {
   return s.str();
 }
 
+void ProcessTable::report_alive(uint32_t pid, Entry& e) {
+  if (e.reported || e.exited || !on_change_) return;
+  e.reported = true;
+  on_change_(pid, true);
+}
+
+void ProcessTable::set_on_change(std::function<void(uint32_t, bool)> on_change) {
+  std::lock_guard lock(mu_);
+  on_change_ = std::move(on_change);
+}
+
 ProcessLabels ProcessTable::labels(uint32_t pid) {
   std::lock_guard lock(mu_);
   auto& e = entries_[pid];
@@ -28,6 +39,7 @@ ProcessLabels ProcessTable::labels(uint32_t pid) {
       e.labels.comm = comm;
       e.labels.identity = parse_cgroup(read_text_file(base + "/cgroup"));
       e.have_labels = true;
+      report_alive(pid, e);
     }
   }
   return e.labels;
@@ -49,7 +61,10 @@ void ProcessTable::mark_exited(uint32_t pid) {
 
 void ProcessTable::mark_exec(uint32_t pid) {
   std::lock_guard lock(mu_);
-  entries_.erase(pid);
+  auto it = entries_.find(pid);
+  if (it == entries_.end()) return;
+  if (it->second.reported && on_change_) on_change_(pid, false);
+  entries_.erase(it);
 }
 
 bool ProcessTable::expired(uint32_t pid) {
@@ -59,6 +74,7 @@ bool ProcessTable::expired(uint32_t pid) {
   auto& e = entries_[pid];
   if (e.exited) alive = false;
   if (alive) {
+    report_alive(pid, e);
     e.gone = false;
     return false;
   }
@@ -74,7 +90,10 @@ bool ProcessTable::expired(uint32_t pid) {
 
 void ProcessTable::sweep() {
   std::lock_guard lock(mu_);
-  std::erase_if(entries_, [](const auto& kv) { return kv.second.expired; });
+  std::erase_if(entries_, [this](const auto& kv) {
+    if (kv.second.expired && kv.second.reported && on_change_) on_change_(kv.first, false);
+    return kv.second.expired;
+  });
 }
 
 }  // namespace vigil::agent

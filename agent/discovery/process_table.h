@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -34,6 +35,11 @@ class ProcessTable {
   // Starts a housekeeping tick: forgets the processes found expired during the previous one.
   void sweep();
   size_t size();
+  // Called (under the table's lock, so calls for one pid arrive in order) when an entry of a
+  // live process is made (true: seen alive in /proc) and when that entry goes (false); the agent
+  // mirrors the table into the kernel with it. Entries made for a process already gone (a series
+  // that outlived its process) are not reported: no exit is to come.
+  void set_on_change(std::function<void(uint32_t pid, bool present)> on_change);
 
  private:
   struct Entry {
@@ -43,11 +49,14 @@ class ProcessTable {
     bool gone = false;
     bool expired = false;
     bool exited = false;  // seen exiting: /proc may still show it as a zombie
+    bool reported = false;  // on_change_(pid, true) called
   };
   std::string proc_root_;
   std::chrono::milliseconds grace_;
   std::mutex mu_;
   std::map<uint32_t, Entry> entries_;
+  std::function<void(uint32_t, bool)> on_change_;
+  void report_alive(uint32_t pid, Entry& e);  // mu_ held
 };
 
 // Reads a small /proc text file whole; empty when unreadable.

@@ -52,7 +52,6 @@ std::vector<UprobeTarget> cuda_targets() {
 }  // namespace
 
 void CudaProbe::SkelDeleter::operator()(cuda_bpf* s) const { cuda_bpf__destroy(s); }
-void CudaProbe::RingDeleter::operator()(ring_buffer* r) const { ring_buffer__free(r); }
 
 CudaProbe::CudaProbe(const std::string& btf_path, AgentStats& stats) : stats_(stats) {
   LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
@@ -60,8 +59,6 @@ CudaProbe::CudaProbe(const std::string& btf_path, AgentStats& stats) : stats_(st
   if (!skel_) throw std::runtime_error("open cuda.bpf.o: " + errno_reason(errno));
   if (int err = cuda_bpf__load(skel_.get()))
     throw std::runtime_error("load cuda.bpf.o: " + errno_reason(err));
-  ring_.reset(ring_buffer__new(bpf_map__fd(skel_->maps.failures), on_failure, this, nullptr));
-  if (!ring_) throw std::runtime_error("cuda ring buffer: " + errno_reason(errno));
   uprobes_ = std::make_unique<UprobeSet>("cuda", skel_->progs.cuda_enter, skel_->progs.cuda_exit,
                                          cuda_targets(), stats_);
   stats_.add_kernel_source("cuda", [this] { return read_probe_stats(skel_->maps.probe_stats); });
@@ -94,9 +91,8 @@ int CudaProbe::on_failure(void* ctx, void* data, size_t size) {
   return 0;
 }
 
-void CudaProbe::poll(int timeout_ms) {
-  int n = ring_buffer__poll(ring_.get(), timeout_ms);
-  if (n < 0 && n != -EINTR) std::fprintf(stderr, "vigil-agent: cuda ring buffer: %s\n", errno_reason(n).c_str());
+void CudaProbe::add_rings(RingReader& reader) {
+  reader.add("cuda", bpf_map__fd(skel_->maps.failures), on_failure, this);
 }
 
 int CudaProbe::procs_fd() const { return bpf_map__fd(skel_->maps.procs); }

@@ -11,10 +11,10 @@
 
 #include "collectors/agent_stats.h"
 #include "probes/bpf_util.h"
+#include "probes/ring_reader.h"
 #include "probes/uprobe_set.h"
 
 struct cuda_bpf;
-struct ring_buffer;
 
 namespace vigil::agent {
 
@@ -30,8 +30,8 @@ class CudaProbe {
   void release_unmapped(const std::set<UprobeSet::FileId>& mapped, std::chrono::milliseconds grace) {
     uprobes_->release_unmapped(mapped, grace);
   }
-  // Reads pending failure events (logging each); never blocks longer than timeout_ms.
-  void poll(int timeout_ms);
+  // Registers the failure ring with `reader` (each failure is logged from the reader's thread).
+  void add_rings(RingReader& reader);
 
   int procs_fd() const;
   int errors_fd() const;
@@ -44,14 +44,10 @@ class CudaProbe {
   struct SkelDeleter {
     void operator()(cuda_bpf* s) const;
   };
-  struct RingDeleter {
-    void operator()(ring_buffer* r) const;
-  };
   AgentStats& stats_;
-  LogLimiter log_limit_{50};
+  LogLimiter log_limit_{50};  // the reader's thread only
   std::unique_ptr<cuda_bpf, SkelDeleter> skel_;
-  std::unique_ptr<ring_buffer, RingDeleter> ring_;
-  std::unique_ptr<UprobeSet> uprobes_;  // links go first, then the ring buffer, then the object
+  std::unique_ptr<UprobeSet> uprobes_;  // links go first, then the object
 };
 
 }  // namespace vigil::agent

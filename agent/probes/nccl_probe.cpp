@@ -36,7 +36,6 @@ std::string nccl_result_name(int result) {
 }
 
 void NcclProbe::SkelDeleter::operator()(nccl_bpf* s) const { nccl_bpf__destroy(s); }
-void NcclProbe::RingDeleter::operator()(ring_buffer* r) const { ring_buffer__free(r); }
 
 NcclProbe::NcclProbe(const std::string& btf_path, AgentStats& stats) : stats_(stats) {
   LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
@@ -44,8 +43,6 @@ NcclProbe::NcclProbe(const std::string& btf_path, AgentStats& stats) : stats_(st
   if (!skel_) throw std::runtime_error("open nccl.bpf.o: " + errno_reason(errno));
   if (int err = nccl_bpf__load(skel_.get()))
     throw std::runtime_error("load nccl.bpf.o: " + errno_reason(err));
-  ring_.reset(ring_buffer__new(bpf_map__fd(skel_->maps.failures), on_failure, this, nullptr));
-  if (!ring_) throw std::runtime_error("nccl ring buffer: " + errno_reason(errno));
   std::vector<UprobeTarget> targets;
   for (unsigned fn = 0; fn < NCCL_FN_MAX; ++fn) targets.push_back({kFnNames[fn], fn, false});
   uprobes_ = std::make_unique<UprobeSet>("nccl", skel_->progs.nccl_enter, skel_->progs.nccl_exit,
@@ -77,9 +74,8 @@ int NcclProbe::on_failure(void* ctx, void* data, size_t size) {
   return 0;
 }
 
-void NcclProbe::consume() {
-  int n = ring_buffer__consume(ring_.get());
-  if (n < 0 && n != -EINTR) std::fprintf(stderr, "vigil-agent: nccl ring buffer: %s\n", errno_reason(n).c_str());
+void NcclProbe::add_rings(RingReader& reader) {
+  reader.add("nccl", bpf_map__fd(skel_->maps.failures), on_failure, this);
 }
 
 int NcclProbe::calls_fd() const { return bpf_map__fd(skel_->maps.calls); }

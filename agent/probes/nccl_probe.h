@@ -11,10 +11,10 @@
 
 #include "collectors/agent_stats.h"
 #include "probes/bpf_util.h"
+#include "probes/ring_reader.h"
 #include "probes/uprobe_set.h"
 
 struct nccl_bpf;
-struct ring_buffer;
 
 namespace vigil::agent {
 
@@ -30,7 +30,8 @@ class NcclProbe {
   void release_unmapped(const std::set<UprobeSet::FileId>& mapped, std::chrono::milliseconds grace) {
     uprobes_->release_unmapped(mapped, grace);
   }
-  void consume();  // reads pending failure events without waiting
+  // Registers the failure ring with `reader` (each failure is logged from the reader's thread).
+  void add_rings(RingReader& reader);
 
   int calls_fd() const;
   int async_errors_fd() const;
@@ -42,13 +43,9 @@ class NcclProbe {
   struct SkelDeleter {
     void operator()(nccl_bpf* s) const;
   };
-  struct RingDeleter {
-    void operator()(ring_buffer* r) const;
-  };
   AgentStats& stats_;
-  LogLimiter log_limit_{50};
+  LogLimiter log_limit_{50};  // the reader's thread only
   std::unique_ptr<nccl_bpf, SkelDeleter> skel_;
-  std::unique_ptr<ring_buffer, RingDeleter> ring_;
   std::unique_ptr<UprobeSet> uprobes_;
 };
 

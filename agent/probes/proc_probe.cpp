@@ -14,7 +14,6 @@
 namespace vigil::agent {
 
 void ProcProbe::SkelDeleter::operator()(proc_bpf* s) const { proc_bpf__destroy(s); }
-void ProcProbe::RingDeleter::operator()(ring_buffer* r) const { ring_buffer__free(r); }
 
 ProcProbe::ProcProbe(const std::string& btf_path, AgentStats& stats, Handler handler)
     : stats_(stats), handler_(std::move(handler)) {
@@ -25,8 +24,6 @@ ProcProbe::ProcProbe(const std::string& btf_path, AgentStats& stats, Handler han
   skel_.reset(proc_bpf__open_opts(&opts));
   if (!skel_) throw std::runtime_error("open proc.bpf.o: " + errno_reason(errno));
   if (int err = proc_bpf__load(skel_.get())) throw std::runtime_error("load proc.bpf.o: " + errno_reason(err));
-  ring_.reset(ring_buffer__new(bpf_map__fd(skel_->maps.events), on_event, this, nullptr));
-  if (!ring_) throw std::runtime_error("proc ring buffer: " + errno_reason(errno));
   for (bpf_program* prog : {skel_->progs.process_exec, skel_->progs.process_exit}) {
     Link link(bpf_program__attach(prog));
     if (!link) {
@@ -37,10 +34,12 @@ ProcProbe::ProcProbe(const std::string& btf_path, AgentStats& stats, Handler han
   }
   stats_.add_attached("proc", static_cast<int>(links_.size()));
   stats_.add_kernel_source("proc", [this] { return read_probe_stats(skel_->maps.probe_stats); });
+  register_tables(stats_, "proc", {skel_->maps.tracked});
 }
 
 ProcProbe::~ProcProbe() {
   stats_.add_kernel_source("proc", [] { return KernelCounters{}; });
+  register_tables(stats_, "proc", {skel_->maps.tracked}, true);
   stats_.add_attached("proc", -static_cast<int>(links_.size()));
   links_.clear();
 }
@@ -55,9 +54,18 @@ int ProcProbe::on_event(void* ctx, void* data, size_t size) {
   return 0;
 }
 
-void ProcProbe::consume() {
-  int n = ring_buffer__consume(ring_.get());
-  if (n < 0 && n != -EINTR) std::fprintf(stderr, "vigil-agent: proc ring buffer: %s\n", errno_reason(n).c_str());
+void ProcProbe::track(uint32_t pid, bool on) {
+  const __u32 key = pid;
+  const __u8 one = 1;
+  // A full map (E2BIG) leaves that exit to the /proc check; a pid already gone is ENOENT.
+  if (on)
+    bpf_map_update_elem(bpf_map__fd(skel_->maps.tracked), &key, &one, BPF_ANY);
+  else
+    bpf_map_delete_elem(bpf_map__fd(skel_->maps.tracked), &key);
+}
+
+void ProcProbe::add_rings(RingReader& reader) {
+  reader.add("proc", bpf_map__fd(skel_->maps.events), on_event, this);
 }
 
 }  // namespace vigil::agent

@@ -1,4 +1,5 @@
-// Loads proc.bpf.c: process exec and exit events, handed to the agent as they arrive.
+// Loads proc.bpf.c: process exec and exit events, handed to the agent as they arrive. Exits are
+// sent only for the processes marked with track().
 #pragma once
 
 #include <cstdint>
@@ -9,9 +10,9 @@
 
 #include "collectors/agent_stats.h"
 #include "probes/bpf_util.h"
+#include "probes/ring_reader.h"
 
 struct proc_bpf;
-struct ring_buffer;
 
 namespace vigil::agent {
 
@@ -23,20 +24,19 @@ class ProcProbe {
   ProcProbe(const ProcProbe&) = delete;
   ProcProbe& operator=(const ProcProbe&) = delete;
 
-  void consume();  // hands pending events to the handler, without waiting
+  // Registers the event ring with `reader`; the handler then runs on the reader's thread.
+  void add_rings(RingReader& reader);
+  // Adds (on) or removes PID from the processes whose exit the kernel sends. Thread-safe.
+  void track(uint32_t pid, bool on);
 
  private:
   static int on_event(void* ctx, void* data, size_t size);
   struct SkelDeleter {
     void operator()(proc_bpf* s) const;
   };
-  struct RingDeleter {
-    void operator()(ring_buffer* r) const;
-  };
   AgentStats& stats_;
   Handler handler_;
   std::unique_ptr<proc_bpf, SkelDeleter> skel_;
-  std::unique_ptr<ring_buffer, RingDeleter> ring_;
   std::vector<Link> links_;
 };
 

@@ -16,7 +16,6 @@
 namespace vigil::agent {
 
 void XidProbe::SkelDeleter::operator()(xid_bpf* s) const { xid_bpf__destroy(s); }
-void XidProbe::RingDeleter::operator()(ring_buffer* r) const { ring_buffer__free(r); }
 
 XidProbe::XidProbe(const std::string& btf_path, AgentStats& stats, const XidTracepoint& tp) : stats_(stats) {
   auto fields = read_tracepoint_format(tp.tracefs, tp.category, tp.name);
@@ -35,8 +34,6 @@ XidProbe::XidProbe(const std::string& btf_path, AgentStats& stats, const XidTrac
   skel_->rodata->code_off = field(tp.code_field, false);
   skel_->rodata->msg_loc_off = field(tp.msg_field, true);
   if (int err = xid_bpf__load(skel_.get())) throw std::runtime_error("load xid.bpf.o: " + errno_reason(err));
-  ring_.reset(ring_buffer__new(bpf_map__fd(skel_->maps.events), on_event, this, nullptr));
-  if (!ring_) throw std::runtime_error("xid ring buffer: " + errno_reason(errno));
   link_.reset(bpf_program__attach_tracepoint(skel_->progs.nvidia_dev_xid, tp.category.c_str(), tp.name.c_str()));
   if (!link_) {
     int err = errno;
@@ -68,9 +65,8 @@ int XidProbe::on_event(void* ctx, void* data, size_t size) {
   return 0;
 }
 
-void XidProbe::consume() {
-  int n = ring_buffer__consume(ring_.get());
-  if (n < 0 && n != -EINTR) std::fprintf(stderr, "vigil-agent: xid ring buffer: %s\n", errno_reason(n).c_str());
+void XidProbe::add_rings(RingReader& reader) {
+  reader.add("xid", bpf_map__fd(skel_->maps.events), on_event, this);
 }
 
 int XidProbe::xids_fd() const { return bpf_map__fd(skel_->maps.xids); }

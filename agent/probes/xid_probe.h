@@ -9,9 +9,9 @@
 
 #include "collectors/agent_stats.h"
 #include "probes/bpf_util.h"
+#include "probes/ring_reader.h"
 
 struct xid_bpf;
-struct ring_buffer;
 
 namespace vigil::agent {
 
@@ -39,7 +39,8 @@ class XidProbe {
   XidProbe(const XidProbe&) = delete;
   XidProbe& operator=(const XidProbe&) = delete;
 
-  void consume();
+  // Registers the event ring with `reader`: events are logged and kept from the reader's thread.
+  void add_rings(RingReader& reader);
   int xids_fd() const;
   // The latest event lines (at most kRecent), oldest first.
   const std::deque<std::string>& recent_events() const { return recent_; }
@@ -50,12 +51,8 @@ class XidProbe {
   struct SkelDeleter {
     void operator()(xid_bpf* s) const;
   };
-  struct RingDeleter {
-    void operator()(ring_buffer* r) const;
-  };
   AgentStats& stats_;
   std::unique_ptr<xid_bpf, SkelDeleter> skel_;
-  std::unique_ptr<ring_buffer, RingDeleter> ring_;
   Link link_;
   LogLimiter log_limit_{50};
   std::deque<std::string> recent_;

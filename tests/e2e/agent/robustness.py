@@ -77,7 +77,7 @@ def churn(agent, workload):
     series_pids = {l['pid'] for n, l, v in s if 'pid' in l}
     after_tables = tables(s, 'cuda')
     cuda_pids = {l['pid'] for l, _ in select(s, 'gpu_memory_allocations_total')}
-    labels = total(s, 'vigil_agent_table_entries', set='agent')
+    labels = total(s, 'vigil_agent_table_entries', set='agent', table='process_labels')
     print("after the grace period: %d churn pids with series; %d pids with series in all; "
           "cuda procs table %d for %d pids; label cache %d"
           % (len(left), len(series_pids), after_tables.get('procs', 0), len(cuda_pids), labels))

@@ -63,8 +63,10 @@ TEST(XidProbe, DecodesDataLocStringsAndCodeLive) {
   bool seen = false;
   std::string want = "gpu=/bin/true xid=" + std::to_string(child) + " ";
   std::string line;
+  RingReader rings;  // drained on this thread (no start()), so recent_events() is ours to read
+  probe.add_rings(rings);
   for (int i = 0; i < 50 && !seen; ++i) {
-    probe.consume();
+    rings.consume();
     for (const auto& l : probe.recent_events())
       if (l.find(want) != std::string::npos) {
         seen = true;

@@ -9,8 +9,9 @@ Every request is accounted for: lost (no final chunk, or fewer tokens than asked
 duplicated (a request id answered twice) are counted and fail the run.
 
 usage:
-  bench/load.py sweep   [--rates 2,4,8] [--requests 60] [--policies fcfs,priority,token_budget]
+  bench/load.py sweep   [--rates 2,4,8] [--requests 60] [--policies fcfs,priority,token_budget,token_budget@50]
   bench/load.py streams [--streams 1,16] [--seconds 20] [--llama-cpp]
+                        [--backend cuda [--graphs off]] [--metrics-dir DIR]
   bench/load.py soak    [--seconds 600] [--overload 1.5]
 """
 import argparse
@@ -28,7 +29,7 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+MODEL = os.environ.get("VIGIL_BENCH_MODEL", os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
 WORKER = os.environ.get("VIGIL_WORKER", os.path.join(ROOT, "build", "release", "worker", "vigil-worker"))
 WORDS = ("time year people way day man thing woman life child world school state family student group "
          "country problem hand part place case week company system program question work government "
@@ -42,9 +43,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_ready(port, path, timeout=60):
+def wait_ready(port, path, timeout=60, proc=None):
     deadline = time.time() + timeout
     while time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode} before it was ready")
         try:
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
             c.request("GET", path)
@@ -59,13 +62,17 @@ def wait_ready(port, path, timeout=60):
 class Server:
     """vigil-worker serve with one policy, or llama.cpp's OpenAI server, on a free loopback port."""
 
-    def __init__(self, kind, policy="fcfs", threads=2, max_running=16, max_waiting=100000):
+    def __init__(self, kind, policy="fcfs", threads=2, max_running=16, max_waiting=100000, backend="cpu",
+                 graphs=True, aging=0.0):
         self.port = free_port()
         self.model_name = os.path.basename(MODEL)
         if kind == "vigil":
             cfg = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
             cfg.write(f"engine:\n  threads: {threads}\n  policy: {policy}\n  max_running: {max_running}\n"
-                      f"  kv_blocks: 1024\n  max_waiting: {max_waiting}\n")
+                      f"  kv_blocks: 1024\n  max_waiting: {max_waiting}\n  token_budget_aging: {aging}\n")
+            cfg.write(f"backend:\n  kind: {backend}\n")
+            if backend == "cuda":
+                cfg.write(f"  cuda:\n    graphs: {'true' if graphs else 'false'}\n")
             cfg.close()
             cmd = [WORKER, "serve", "-m", MODEL, "--port", str(self.port), "--config", cfg.name]
             ready = "/ready"
@@ -74,8 +81,20 @@ class Server:
             cmd = [py, "-m", "llama_cpp.server", "--model", MODEL, "--port", str(self.port), "--n_threads",
                    str(threads), "--n_ctx", "4096", "--model_alias", self.model_name]
             ready = "/v1/models"
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_ready(self.port, ready)
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log)
+        try:
+            wait_ready(self.port, ready, proc=self.proc)
+        except RuntimeError:
+            self.proc.kill()
+            self.log.seek(0)
+            sys.stderr.write(self.log.read().decode(errors="replace")[-2000:])
+            raise
+
+    def metrics(self):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        c.request("GET", "/metrics")
+        return c.getresponse().read().decode()
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
@@ -180,7 +199,9 @@ def cmd_sweep(a):
     bad = 0
     for rate in rates:
         for policy in a.policies.split(","):
-            srv = Server("vigil", policy=policy, threads=a.threads)
+            # "token_budget@50": the token_budget policy with 50 tokens/s of aging.
+            name, _, aging = policy.partition("@")
+            srv = Server("vigil", policy=name, threads=a.threads, aging=float(aging or 0))
             try:
                 res, wall = open_loop(srv.port, srv.model_name, rate, a.requests, seed=int(rate * 100))
             finally:
@@ -217,9 +238,12 @@ def cmd_streams(a):
     table = {}
     for kind in kinds:
         for n in [int(x) for x in a.streams.split(",")]:
-            srv = Server(kind, threads=a.threads)
+            srv = Server(kind, threads=a.threads, backend=a.backend, graphs=a.graphs == "on")
             try:
                 res, wall = closed_loop(srv.port, srv.model_name, n, a.seconds)
+                if a.metrics_dir and kind == "vigil":
+                    with open(os.path.join(a.metrics_dir, f"{kind}-{a.backend}-{n}streams.prom"), "w") as f:
+                        f.write(srv.metrics())
             finally:
                 srv.stop()
             s = summarize(res, wall)
@@ -264,6 +288,9 @@ def main():
     p.add_argument("--streams", default="1,16")
     p.add_argument("--seconds", type=float, default=20)
     p.add_argument("--llama-cpp", action="store_true", help="also run llama-cpp-python's server")
+    p.add_argument("--backend", default="cpu", choices=["cpu", "cuda"], help="vigil-worker's forward backend")
+    p.add_argument("--graphs", default="on", choices=["on", "off"], help="CUDA Graphs for decode (cuda only)")
+    p.add_argument("--metrics-dir", help="save vigil-worker's /metrics after each run here")
     p = sub.add_parser("soak")
     p.add_argument("--seconds", type=float, default=600)
     p.add_argument("--overload", type=float, default=1.5)

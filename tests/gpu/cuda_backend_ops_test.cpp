@@ -317,8 +317,8 @@ TEST(CudaModel, LogitsMatchTheCpuContextAndGraphsMatchEager) {
       if (!graphs) eager_logits = last;
       else EXPECT_EQ(last, eager_logits) << "graph replay differs from eager, matmul " << static_cast<int>(mm);
       if (graphs) {
-        EXPECT_EQ(gpu.graph_stats().captures, 1u);
-        EXPECT_EQ(gpu.graph_stats().launches, 3u);
+        EXPECT_EQ(gpu.graph_stats()->captures, 1u);
+        EXPECT_EQ(gpu.graph_stats()->launches, 3u);
       }
     }
   }

@@ -90,7 +90,7 @@ std::string ids(const std::vector<int32_t>& v) {
 
 void print_counters(const cuda::CudaContext& ctx) {
   const AllocatorStats a = ctx.allocator_stats();
-  const GraphStats& g = ctx.graph_stats();
+  const GraphStats g = *ctx.graph_stats();
   std::printf("\"allocator\": {\"segment_allocs\": %llu, \"segment_frees\": %llu, \"reserved_bytes\": %zu, "
               "\"segments\": %zu},\n\"graphs\": {\"captures\": %llu, \"capture_failures\": %llu, \"launches\": %llu, "
               "\"launch_failures\": %llu, \"eager_steps\": %llu}",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU path's one device run (issue 8): build with CUDA, cross-backend op tests, greedy
-# generation CPU vs CUDA (graphs off and on), prefill/decode and 16-stream benchmarks with graphs
-# on and off, and the agent on the real libcuda compared with the worker's own counters.
+# generation CPU vs CUDA (graphs off and on), prefill/decode benchmarks with graphs on and off,
+# `vigil-worker serve` on the CUDA backend under 1 and 16 streams (graphs on and off, its graph
+# counters checked), and the agent on the real libcuda compared with the worker's own counters.
 # Results go to $OUT (at most 8 files). Each step has a timeout; a failed step is recorded and the
 # script goes on, then exits 1 naming every failed step. Budget: under 8 minutes on 16 cores.
 #   OUT=/some/dir tests/gpu/device_check.sh [MODEL.gguf]
@@ -38,7 +39,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >>"$summary
 
 # Two builds, so that a machine without the BPF toolchain still runs every CUDA step.
 step configure 120 cmake -S "$root" -B "$build" -DVIGIL_CUDA=ON -DVIGIL_BUILD_AGENT=OFF -DCMAKE_BUILD_TYPE=Release
-step build 300 cmake --build "$build" -j 16 --target cuda_backend_ops_test cuda_generate
+step build 300 cmake --build "$build" -j 16 --target cuda_backend_ops_test cuda_generate vigil-worker
 step configure_agent 120 cmake -S "$root" -B "$agent_build" -DVIGIL_CUDA=OFF -DVIGIL_BUILD_AGENT=ON -DCMAKE_BUILD_TYPE=Release
 step build_agent 240 cmake --build "$agent_build" -j 16 --target vigil-agent
 
@@ -49,6 +50,29 @@ if [[ -f $model ]]; then
   step bench_graphs_on 120 bash -c "'$build/tests/gpu/cuda_generate' '$model' bench --graphs on >'$out/bench_graphs_on.json'"
   step bench_graphs_off 120 bash -c "'$build/tests/gpu/cuda_generate' '$model' bench --graphs off >'$out/bench_graphs_off.json'"
   step bench_cublas_vmm 120 bash -c "'$build/tests/gpu/cuda_generate' '$model' bench --matmul cublas --vmm >'$out/bench_cublas_vmm.json'"
+  # The server on the CUDA backend: closed-loop streams, then its own graph counters.
+  # Its /metrics stay outside $OUT (8 files come back at most); the check prints what it read.
+  prom=$(mktemp -d)
+  for graphs in on off; do
+    mkdir -p "$prom/$graphs"
+    step "serve_streams_graphs_$graphs" 150 env VIGIL_WORKER="$build/worker/vigil-worker" VIGIL_BENCH_MODEL="$model" python3 "$root/bench/load.py" \
+      streams --streams 1,16 --seconds 15 --backend cuda --graphs "$graphs" --metrics-dir "$prom/$graphs"
+  done
+  step serve_graph_counters 10 python3 - "$prom" <<'PY'
+import re, sys
+def value(path, series):
+    try:
+        text = open(path).read()
+    except OSError:
+        return None
+    m = re.search("^" + re.escape(series) + r" (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+on, off = (f"{sys.argv[1]}/{g}/vigil-cuda-16streams.prom" for g in ("on", "off"))
+launches = value(on, "vigil_worker_cuda_graph_launches_total")
+disabled = value(off, 'vigil_worker_cuda_graph_eager_steps_total{reason="disabled"}')
+print(f"graphs on: {launches} launches; graphs off: {disabled} eager steps (disabled)")
+sys.exit(0 if launches and disabled and value(off, "vigil_worker_cuda_graph_launches_total") == 0 else 1)
+PY
   # The agent watches a bench run that lingers so its series can be scraped while it lives.
   step agent_vs_worker 180 env PYTHONUNBUFFERED=1 python3 "$root/tests/gpu/agent_compare.py" "$build" "$agent_build/agent/vigil-agent" "$model" "$out"
 else

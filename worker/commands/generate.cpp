@@ -124,7 +124,7 @@ int generate_command(int argc, char** argv) {
     std::vector<ChatMessage> messages;
     if (!o.system.empty()) messages.push_back({"system", o.system});
     messages.push_back({"user", o.prompt});
-    prompt = vocab.encode(apply_chat_template(messages, true), true);
+    prompt = encode_chat(vocab, messages, true);
   } else {
     prompt = vocab.encode(o.prompt, false);
   }

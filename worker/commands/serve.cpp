@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "backend/backend_select.h"
 #include "commands/serve_tp.h"
 #include "kernels/cpu/matmul.h"
 #include "model/llama_model.h"
@@ -135,25 +136,40 @@ int serve_command(int argc, char** argv) {
                                : config.server.model_name;
   const std::string kernels(cpu_kernel_path());
   std::unique_ptr<TpGroup> tp;
+  if (o.tp.world > 1 && config.backend.kind != BackendKind::kCpu) {
+    std::fprintf(stderr, "vigil-worker serve: --tp: tensor parallelism runs on the CPU backend only (backend.kind: %s)\n",
+                 backend_kind_name(config.backend.kind));
+    return 2;
+  }
   if (o.tp.world > 1) {
     tp = std::make_unique<TpGroup>(o.tp, *model, config.engine);
     if (!tp->leader()) return tp->follow(*model, config.engine);
   }
-  WorkerMetrics metrics(name, VIGIL_VERSION, kernels);
+  WorkerMetrics metrics(name, VIGIL_VERSION, kernels, backend_kind_name(config.backend.kind));
   if (tp) {
     tp->serve(metrics.registry());
     config.engine.tensor_parallel = &tp->parallel();
   }
-  EngineBackend backend(*model, vocab, config.engine, config.server.adapter_dir);
-  HttpServer server(backend, metrics, config.server, name, true);
+  config.engine.make_backend = make_backend_factory(config.backend);
+  std::unique_ptr<EngineBackend> backend;
+  try {
+    backend = std::make_unique<EngineBackend>(*model, vocab, config.engine, config.server.adapter_dir);
+  } catch (const std::exception& e) {
+    // No device, no driver, a build without CUDA: the operator asked for something this host lacks.
+    std::fprintf(stderr, "vigil-worker serve: backend.kind: %s: %s\n", backend_kind_name(config.backend.kind),
+                 e.what());
+    return 1;
+  }
+  HttpServer server(*backend, metrics, config.server, name, true);
   std::fprintf(stderr,
-               "vigil-worker: serving %s as '%s' on http://%s:%u (kernels %s, %d engine threads, policy %s, "
+               "vigil-worker: serving %s as '%s' on http://%s:%u (backend %s, %d engine threads, policy %s, "
                "context %d, %d KV blocks of %d)\n",
-               o.model.c_str(), name.c_str(), config.server.host.c_str(), server.port(), kernels.c_str(),
+               o.model.c_str(), name.c_str(), config.server.host.c_str(), server.port(),
+               backend->backend_description().c_str(),
                config.engine.threads, std::string(policy_name(config.engine.policy)).c_str(),
                config.engine.max_context, config.engine.kv_blocks, config.engine.kv_block_size);
   server.run();
-  backend.shutdown();  // before the server: engine events post to its I/O context
+  backend->shutdown();  // before the server: engine events post to its I/O context
   if (tp) tp->finish();
   return 0;
 }

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
 
+#include "engine/cpu_backend.h"
 #include "engine/stop_matcher.h"
 #include "probes.h"
 
@@ -31,8 +33,9 @@ struct Engine::Sequence {
       : id(id_), params(std::move(p)), sink(std::move(s)), sampler(params.sampling, n_vocab),
         stops(params.stop), tokens(params.prompt), n_prompt(static_cast<int>(params.prompt.size())) {}
 
-  SchedulingKey key() const {
-    return {id, params.priority, (static_cast<int>(tokens.size()) - n_computed) + (params.max_tokens - n_generated)};
+  SchedulingKey key(Clock::time_point now) const {
+    return {id, params.priority, (static_cast<int>(tokens.size()) - n_computed) + (params.max_tokens - n_generated),
+            std::chrono::duration<double>(now - submitted).count()};
   }
 
   uint64_t id;
@@ -50,6 +53,7 @@ struct Engine::Sequence {
   // Cached KV blocks are shared only between sequences of the same adapter (or none).
   uint64_t cache_root() const { return adapter ? adapter->id() : 0; }
   Clock::time_point submitted = Clock::now();
+  SchedulingKey sort_key;       // key() at the last sort_by_policy
   bool reported_queue_time = false;
   RequestEvent pending;         // what this step produced, sent after the step
 };
@@ -60,17 +64,29 @@ Engine::Engine(const LlamaModel& model, const Vocab& vocab, const EngineConfig& 
       vocab_(vocab),
       adapters_(adapters),
       config_(config),
-      alloc_(std::make_unique<HostMemoryBackend>()),
-      cache_(model.hparams(), config.kv_blocks, config.kv_block_size, alloc_),
       blocks_(config.kv_blocks),
-      pool_(config.threads),
-      ctx_(model, cache_, pool_, std::max(config.max_batched_tokens, config.max_running), config.max_context),
-      policy_(make_policy(config.policy)) {
+      backend_(make_backend(model, config)),
+      backend_description_(backend_->describe()),
+      policy_(make_policy(config.policy, config.token_budget_aging)) {
   stats_.kv_blocks_total = config.kv_blocks;
   stats_.kv_blocks_free = config.kv_blocks;
-  batch_.reserve(static_cast<size_t>(ctx_.max_batch()));
-  ctx_.set_tensor_parallel(config.tensor_parallel);
+  stats_.allocator = backend_->allocator_stats();
+  stats_.graphs = backend_->graph_stats();
+  batch_.reserve(static_cast<size_t>(std::max(config.max_batched_tokens, config.max_running)));
   thread_ = std::thread([this] { loop(); });
+}
+
+std::unique_ptr<ForwardBackend> Engine::make_backend(const LlamaModel& model, const EngineConfig& config) {
+  const BackendShape shape{std::max(config.max_batched_tokens, config.max_running), config.max_running,
+                           config.max_context, config.kv_blocks, config.kv_block_size, config.threads};
+  if (config.make_backend) {
+    if (config.tensor_parallel)
+      throw std::invalid_argument("tensor parallelism runs on the CPU backend only");
+    return config.make_backend(model, shape);
+  }
+  auto cpu = std::make_unique<CpuBackend>(model, shape);
+  cpu->set_tensor_parallel(config.tensor_parallel);
+  return cpu;
 }
 
 Engine::~Engine() {
@@ -98,6 +114,8 @@ SubmitResult Engine::submit(RequestParams params, EventSink sink) {
                 std::to_string(std::min(static_cast<size_t>(config_.max_context), cache_positions)) + " tokens"};
   std::shared_ptr<const LoraAdapter> adapter;
   if (!params.adapter.empty()) {
+    if (!backend_->supports_lora())
+      return {SubmitStatus::kInvalid, 0, "adapter: LoRA adapters are not supported by the " + backend_description_};
     if (adapters_) adapter = adapters_->find(params.adapter);
     if (!adapter) return {SubmitStatus::kUnknownAdapter, 0, "adapter '" + params.adapter + "' is not loaded"};
   }
@@ -134,9 +152,7 @@ bool Engine::idle() const {
 
 EngineStats Engine::stats() const {
   std::lock_guard lock(mu_);
-  EngineStats s = stats_;
-  s.allocator = alloc_.stats();
-  return s;
+  return stats_;
 }
 
 void Engine::loop() {
@@ -174,9 +190,15 @@ void Engine::loop() {
   running_.clear();
 }
 
+void Engine::sort_by_policy(std::vector<std::unique_ptr<Sequence>>& list) {
+  // Keys are taken once, at one instant, so waiting times cannot shift mid-sort.
+  const Clock::time_point now = Clock::now();
+  for (auto& seq : list) seq->sort_key = seq->key(now);
+  std::sort(list.begin(), list.end(), [&](const auto& a, const auto& b) { return policy_->before(a->sort_key, b->sort_key); });
+}
+
 void Engine::admit() {
-  auto by_policy = [&](const auto& a, const auto& b) { return policy_->before(a->key(), b->key()); };
-  std::sort(waiting_.begin(), waiting_.end(), by_policy);
+  sort_by_policy(waiting_);
   size_t taken = 0;
   while (taken < waiting_.size() && running_.size() < static_cast<size_t>(config_.max_running)) {
     Sequence& seq = *waiting_[taken];
@@ -198,8 +220,7 @@ void Engine::step() {
     return;
   }
   // Serve in policy order; preemption takes from the back (the request the policy ranks last).
-  std::sort(running_.begin(), running_.end(),
-            [&](const auto& a, const auto& b) { return policy_->before(a->key(), b->key()); });
+  sort_by_policy(running_);
 
   // Plan the batch: decodes first (one token each), then prefill chunks within the token budget.
   struct Slice {
@@ -247,7 +268,7 @@ void Engine::step() {
 
   if (!batch_.empty()) {
     try {
-      ctx_.forward(batch_);
+      backend_->forward(batch_);
     } catch (const std::exception& e) {
       for (const Slice& s : plan) finish(*s.seq, FinishReason::kError, e.what());
       std::erase_if(running_, [&](const auto& r) {
@@ -267,7 +288,7 @@ void Engine::step() {
     if (config_.prefix_caching)
       blocks_.publish(seq.kv, seq.tokens, seq.n_computed, config_.kv_block_size, seq.cache_root());
     if (s.end != static_cast<int>(seq.tokens.size())) continue;
-    const int32_t token = seq.sampler.sample(ctx_.logits(logits_row++), seq.tokens);
+    const int32_t token = seq.sampler.sample(backend_->logits(logits_row++), seq.tokens);
     seq.tokens.push_back(token);
     if (++seq.n_generated == 1)
       VIGIL_PROBE(request_first_token, seq.id,
@@ -310,6 +331,8 @@ void Engine::publish_stats(uint64_t preempted) {
   stats_.prefix_cache_queries = blocks_.prefix_queries();
   stats_.prefix_cache_hits = blocks_.prefix_hits();
   stats_.preemptions += preempted;
+  stats_.allocator = backend_->allocator_stats();
+  stats_.graphs = backend_->graph_stats();
   ++stats_.steps;
 }
 

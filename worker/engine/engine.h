@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -15,11 +16,10 @@
 
 #include "engine/adapter_registry.h"
 #include "engine/caching_allocator.h"
-#include "engine/adapter_registry.h"
+#include "engine/forward_backend.h"
 #include "engine/request.h"
 #include "engine/scheduler_policy.h"
 #include "model/kv_cache.h"
-#include "model/llama_context.h"
 #include "model/vocab.h"
 
 namespace vigil {
@@ -35,8 +35,11 @@ struct EngineConfig {
   double batch_window_ms = 0.0;   // wait this long for more arrivals before a step from idle
   bool prefix_caching = true;     // reuse cached KV blocks of identical prompt prefixes
   PolicyKind policy = PolicyKind::kFcfs;
-  // Not from YAML: `serve --tp` sets it on the leader rank. nullptr: one rank.
+  double token_budget_aging = 0;  // token_budget: remaining tokens forgiven per second waited
+  // Not from YAML: `serve --tp` sets it on the leader rank. nullptr: one rank (CPU backend only).
   TensorParallel* tensor_parallel = nullptr;
+  // Not from YAML: `serve` builds it from the backend section. Empty: the CPU backend.
+  BackendFactory make_backend;
 };
 
 enum class SubmitStatus { kAccepted, kQueueFull, kTooLong, kUnknownAdapter, kDraining, kInvalid };
@@ -57,6 +60,7 @@ struct EngineStats {
   uint64_t prefix_cache_queries = 0;  // prompt tokens looked up in the prefix cache
   uint64_t prefix_cache_hits = 0;     // of those, served from cached blocks
   AllocatorStats allocator;  // the caching allocator holding the KV cache
+  std::optional<GraphStats> graphs;  // decode-graph counters of a GPU backend
 };
 
 class Engine {
@@ -79,12 +83,17 @@ class Engine {
   EngineStats stats() const;
 
   const EngineConfig& config() const { return config_; }
+  const std::string& backend_description() const { return backend_description_; }
+  bool supports_lora() const { return backend_->supports_lora(); }
 
  private:
   struct Sequence;
+  // The backend config.make_backend builds, or the CPU one; throws when it cannot start.
+  static std::unique_ptr<ForwardBackend> make_backend(const LlamaModel& model, const EngineConfig& config);
   void loop();
   void step();
   void admit();
+  void sort_by_policy(std::vector<std::unique_ptr<Sequence>>& list);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "");
   void publish_stats(uint64_t preempted);  // copies the engine thread's counts into stats_
 
@@ -92,11 +101,9 @@ class Engine {
   const Vocab& vocab_;
   const AdapterRegistry* adapters_;
   EngineConfig config_;
-  CachingAllocator alloc_;  // before cache_: the cache's storage comes from it
-  KvCache cache_;
   KvBlockAllocator blocks_;
-  ThreadPool pool_;
-  LlamaContext ctx_;
+  std::unique_ptr<ForwardBackend> backend_;  // owns the KV storage blocks_ numbers
+  std::string backend_description_;
   std::unique_ptr<SchedulerPolicy> policy_;
 
   mutable std::mutex mu_;

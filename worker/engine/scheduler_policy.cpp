@@ -22,11 +22,19 @@ class PriorityPolicy final : public SchedulerPolicy {
 
 // The source document's 2.1: the request with the smallest remaining token budget first, so short
 // requests are not stuck behind long ones (shortest-remaining-work first); ties by arrival.
+// Pure shortest-first starves long requests at overload (their P99 wait grows without bound), so
+// waiting earns credit: `aging` tokens of remaining work forgiven per second waited.
 class TokenBudgetPolicy final : public SchedulerPolicy {
  public:
+  explicit TokenBudgetPolicy(double aging) : aging_(aging) {}
   bool before(const SchedulingKey& a, const SchedulingKey& b) const override {
-    return std::tie(a.remaining_tokens, a.arrival) < std::tie(b.remaining_tokens, b.arrival);
+    const double ca = cost(a), cb = cost(b);
+    return ca != cb ? ca < cb : a.arrival < b.arrival;
   }
+
+ private:
+  double cost(const SchedulingKey& k) const { return k.remaining_tokens - aging_ * k.waited_seconds; }
+  double aging_;
 };
 
 }  // namespace
@@ -46,11 +54,11 @@ std::optional<PolicyKind> parse_policy(std::string_view name) {
   return std::nullopt;
 }
 
-std::unique_ptr<SchedulerPolicy> make_policy(PolicyKind kind) {
+std::unique_ptr<SchedulerPolicy> make_policy(PolicyKind kind, double aging_tokens_per_second) {
   switch (kind) {
     case PolicyKind::kFcfs: return std::make_unique<FcfsPolicy>();
     case PolicyKind::kPriority: return std::make_unique<PriorityPolicy>();
-    case PolicyKind::kTokenBudget: return std::make_unique<TokenBudgetPolicy>();
+    case PolicyKind::kTokenBudget: return std::make_unique<TokenBudgetPolicy>(aging_tokens_per_second);
   }
   return std::make_unique<FcfsPolicy>();
 }

@@ -17,6 +17,7 @@ struct SchedulingKey {
   uint64_t arrival = 0;        // submission order, unique
   int priority = 0;            // request field; lower first
   int remaining_tokens = 0;    // prompt tokens still to prefill + tokens still to generate
+  double waited_seconds = 0;   // since submission, at the moment the keys are compared
 };
 
 class SchedulerPolicy {
@@ -26,6 +27,8 @@ class SchedulerPolicy {
   virtual bool before(const SchedulingKey& a, const SchedulingKey& b) const = 0;
 };
 
-std::unique_ptr<SchedulerPolicy> make_policy(PolicyKind kind);
+// `aging_tokens_per_second` (token_budget only): each second a request has waited counts as that
+// many tokens less remaining work, so long requests cannot starve behind a stream of short ones.
+std::unique_ptr<SchedulerPolicy> make_policy(PolicyKind kind, double aging_tokens_per_second = 0);
 
 }  // namespace vigil

@@ -21,7 +21,13 @@ std::vector<int32_t> EngineBackend::tokenize_chat(const std::vector<ChatTurn>& m
   std::vector<ChatMessage> chat;
   chat.reserve(messages.size());
   for (const auto& m : messages) chat.push_back({m.role, m.content});
-  return vocab_.encode(apply_chat_template(chat, true), true);
+  return encode_chat(vocab_, chat, true);
+}
+
+AdapterResult EngineBackend::load_adapter(const std::string& name, const std::string& path) {
+  if (engine_ && !engine_->supports_lora())
+    return {AdapterStatus::kDisabled, "LoRA adapters are not supported by the " + engine_->backend_description()};
+  return adapters_.load(name, path);
 }
 
 SubmitResult EngineBackend::submit(RequestParams params, EventSink sink) {

@@ -20,9 +20,7 @@ class EngineBackend final : public InferenceBackend {
   std::vector<int32_t> tokenize_chat(const std::vector<ChatTurn>& messages) const override;
   int vocab_size() const override { return static_cast<int>(vocab_.size()); }
   std::vector<std::string> adapters() const override { return adapters_.names(); }
-  AdapterResult load_adapter(const std::string& name, const std::string& path) override {
-    return adapters_.load(name, path);
-  }
+  AdapterResult load_adapter(const std::string& name, const std::string& path) override;
   AdapterResult unload_adapter(const std::string& name) override { return adapters_.unload(name); }
 
   SubmitResult submit(RequestParams params, EventSink sink) override;
@@ -30,6 +28,8 @@ class EngineBackend final : public InferenceBackend {
   void drain() override { engine_->drain(); }
   EngineStats stats() const override { return engine_->stats(); }
   const EngineConfig& config() const override { return config_; }
+
+  const std::string& backend_description() const { return engine_->backend_description(); }
 
   // Stops the engine thread. Call before the HTTP server goes away: the engine's event sinks
   // post to the server's I/O context.

@@ -51,12 +51,52 @@ void parse_engine(const std::string& prefix, const YAML::Node& node, EngineConfi
       {"max_waiting", [&](K k, V v) { e.max_waiting = int_in(k, v, 0, 1 << 20); }},
       {"batch_window_ms", [&](K k, V v) { e.batch_window_ms = number(k, v, 0.0, 10000.0); }},
       {"prefix_caching", [&](K k, V v) { e.prefix_caching = boolean(k, v); }},
+      {"token_budget_aging", [&](K k, V v) { e.token_budget_aging = number(k, v, 0.0, 1e6); }},
       {"policy", [&](K k, V v) {
          std::string name = scalar(k, v);
          auto kind = parse_policy(name);
          if (!kind) fail(k, v, "expected fcfs, priority or token_budget, got '" + name + "'");
          e.policy = *kind;
        }},
+  });
+}
+
+void parse_cuda(const std::string& prefix, const YAML::Node& node, CudaBackendConfig& c) {
+  using K = const std::string&;
+  using V = const YAML::Node&;
+  walk(prefix, node, {
+      {"device", [&](K k, V v) { c.device = int_in(k, v, 0, 1023); }},
+      {"graphs", [&](K k, V v) { c.graphs = boolean(k, v); }},
+      {"graph_buckets", [&](K k, V v) {
+         if (!v.IsSequence() || v.size() == 0) fail(k, v, "expected a non-empty list of batch sizes");
+         c.graph_buckets.clear();
+         for (size_t i = 0; i < v.size(); ++i)
+           c.graph_buckets.push_back(int_in(k + "[" + std::to_string(i) + "]", v[i], 1, 4096));
+       }},
+      {"memory", [&](K k, V v) {
+         const std::string m = scalar(k, v);
+         if (m != "cudamalloc" && m != "vmm") fail(k, v, "expected cudamalloc or vmm, got '" + m + "'");
+         c.vmm = m == "vmm";
+       }},
+      {"matmul", [&](K k, V v) {
+         c.matmul = scalar(k, v);
+         if (c.matmul != "auto" && c.matmul != "cublas" && c.matmul != "gemv")
+           fail(k, v, "expected auto, cublas or gemv, got '" + c.matmul + "'");
+       }},
+  });
+}
+
+void parse_backend(const std::string& prefix, const YAML::Node& node, BackendConfig& b) {
+  using K = const std::string&;
+  using V = const YAML::Node&;
+  walk(prefix, node, {
+      {"kind", [&](K k, V v) {
+         const std::string kind = scalar(k, v);
+         if (kind == "cpu") b.kind = BackendKind::kCpu;
+         else if (kind == "cuda") b.kind = BackendKind::kCuda;
+         else fail(k, v, "expected cpu or cuda, got '" + kind + "'");
+       }},
+      {"cuda", [&](K k, V v) { parse_cuda(k, v, b.cuda); }},
   });
 }
 
@@ -73,6 +113,7 @@ ServeConfig parse_serve_config(const std::string& yaml_text) {
   walk("", root, {
       {"server", [&](const std::string& k, const YAML::Node& v) { parse_server(k, v, cfg.server); }},
       {"engine", [&](const std::string& k, const YAML::Node& v) { parse_engine(k, v, cfg.engine); }},
+      {"backend", [&](const std::string& k, const YAML::Node& v) { parse_backend(k, v, cfg.backend); }},
   });
   check_serve_config(cfg);
   return cfg;
@@ -91,6 +132,11 @@ void check_serve_config(const ServeConfig& config) {
                            "needs " + std::to_string(blocks_per_seq) + " KV blocks of " +
                                std::to_string(e.kv_block_size) + " positions, engine.kv_blocks is " +
                                std::to_string(e.kv_blocks));
+  for (int bucket : config.backend.cuda.graph_buckets)
+    if (bucket > e.max_running)
+      throw ServeConfigError("backend.cuda.graph_buckets", 0,
+                             "bucket " + std::to_string(bucket) + " exceeds engine.max_running (" +
+                                 std::to_string(e.max_running) + "): decode steps never have more rows");
 }
 
 }  // namespace vigil

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <string>
 
+#include "backend/backend_config.h"
 #include "common/config_key_error.h"
 #include "engine/engine.h"
 
@@ -30,6 +31,7 @@ struct ServerConfig {
 struct ServeConfig {
   ServerConfig server;
   EngineConfig engine;
+  BackendConfig backend;
 };
 
 // A bad key or value: names the key (dotted path) and its line (0 when it came from a flag).

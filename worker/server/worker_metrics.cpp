@@ -38,7 +38,8 @@ void advance(prometheus::Counter& counter, uint64_t& seen, uint64_t now) {
 
 }  // namespace
 
-WorkerMetrics::WorkerMetrics(const std::string& model, std::string_view version, std::string_view kernel_path)
+WorkerMetrics::WorkerMetrics(const std::string& model, std::string_view version, std::string_view kernel_path,
+                             std::string_view backend)
     : running_(BuildGauge().Name("vigil_worker_requests_running").Help("Requests in the running batch.")
                    .Register(*registry_).Add({})),
       waiting_(BuildGauge().Name("vigil_worker_requests_waiting").Help("Requests queued for admission.")
@@ -93,9 +94,11 @@ WorkerMetrics::WorkerMetrics(const std::string& model, std::string_view version,
   auto& rejected = BuildCounter().Name("vigil_worker_requests_rejected_total")
                        .Help("Requests answered with an error before they ran, by reason.").Register(*registry_);
   for (int i = 0; i < kRejectionCount; ++i) rejected_[static_cast<size_t>(i)] = &rejected.Add({{"reason", rejection_name(i)}});
-  BuildGauge().Name("vigil_worker_info").Help("The served model, the build and the active CPU kernel path.")
+  BuildGauge().Name("vigil_worker_info")
+      .Help("The served model, the build, the forward backend and the active CPU kernel path.")
       .Register(*registry_)
-      .Add({{"model", model}, {"version", std::string(version)}, {"kernel_path", std::string(kernel_path)}})
+      .Add({{"model", model}, {"version", std::string(version)}, {"kernel_path", std::string(kernel_path)},
+            {"backend", std::string(backend)}})
       .Set(1);
   lora_loaded_ = &BuildGauge().Name("vigil_worker_lora_adapters_loaded").Help("LoRA adapters loaded now.")
                       .Register(*registry_).Add({});
@@ -148,7 +151,34 @@ std::string WorkerMetrics::scrape(const EngineStats& stats) {
   advance(prefix_queries_, prefix_queries_seen_, stats.prefix_cache_queries);
   advance(prefix_hits_, prefix_hits_seen_, stats.prefix_cache_hits);
   advance(preemptions_, preemptions_seen_, stats.preemptions);
+  if (stats.graphs) scrape_graphs(*stats.graphs);
   return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+void WorkerMetrics::scrape_graphs(const GraphStats& now) {
+  if (!graphs_) {
+    auto counter = [&](const char* name, const char* help) -> prometheus::Counter& {
+      return BuildCounter().Name(name).Help(help).Register(*registry_).Add({});
+    };
+    auto& eager = BuildCounter().Name("vigil_worker_cuda_graph_eager_steps_total")
+                      .Help("Decode steps run without a CUDA Graph, by reason.").Register(*registry_);
+    graphs_ = std::make_unique<GraphSeries>(GraphSeries{
+        &counter("vigil_worker_cuda_graph_captures_total", "Decode graphs captured and instantiated."),
+        &counter("vigil_worker_cuda_graph_capture_failures_total",
+                 "Decode graph captures or instantiations that failed (the bucket then runs eagerly)."),
+        &counter("vigil_worker_cuda_graph_launches_total", "Decode steps replayed from a CUDA Graph."),
+        &counter("vigil_worker_cuda_graph_launch_failures_total", "CUDA Graph replays that failed."),
+        &eager.Add({{"reason", "disabled"}}), &eager.Add({{"reason", "no_bucket"}}),
+        &eager.Add({{"reason", "failed_bucket"}}), GraphStats{}});
+  }
+  GraphSeries& g = *graphs_;
+  advance(*g.captures, g.seen.captures, now.captures);
+  advance(*g.capture_failures, g.seen.capture_failures, now.capture_failures);
+  advance(*g.launches, g.seen.launches, now.launches);
+  advance(*g.launch_failures, g.seen.launch_failures, now.launch_failures);
+  advance(*g.eager_disabled, g.seen.fallback_disabled, now.fallback_disabled);
+  advance(*g.eager_no_bucket, g.seen.fallback_no_bucket, now.fallback_no_bucket);
+  advance(*g.eager_failed_bucket, g.seen.fallback_failed_bucket, now.fallback_failed_bucket);
 }
 
 }  // namespace vigil

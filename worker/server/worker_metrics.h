@@ -24,7 +24,9 @@ inline constexpr int kRejectionCount = 6;
 
 class WorkerMetrics {
  public:
-  WorkerMetrics(const std::string& model, std::string_view version, std::string_view kernel_path);
+  // `backend`: the forward backend's kind ("cpu", "cuda"), a label of vigil_worker_info.
+  WorkerMetrics(const std::string& model, std::string_view version, std::string_view kernel_path,
+                std::string_view backend = "cpu");
 
   void request_queued(double queue_seconds);
   void first_token(double ttft_seconds);
@@ -66,6 +68,16 @@ class WorkerMetrics {
   prometheus::Histogram& queue_;
   prometheus::Histogram& prompt_len_;
   prometheus::Histogram& generation_len_;
+
+  // CUDA Graph counters, created at the first scrape whose stats carry them (GPU backends only),
+  // so a CPU worker exposes no always-zero graph series.
+  struct GraphSeries {
+    prometheus::Counter *captures, *capture_failures, *launches, *launch_failures;
+    prometheus::Counter *eager_disabled, *eager_no_bucket, *eager_failed_bucket;
+    GraphStats seen;
+  };
+  void scrape_graphs(const GraphStats& stats);
+  std::unique_ptr<GraphSeries> graphs_;
 
   std::mutex scrape_mu_;        // scrapes may come from several I/O threads
   // An adapter's series is added on its first request and reused after; names are bounded by

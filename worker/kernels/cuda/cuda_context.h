@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "backend/device_batch.h"
 #include "backend/graph_cache.h"
 #include "engine/caching_allocator.h"
+#include "engine/forward_backend.h"
 #include "gemm.h"
 #include "model/llama_context.h"
 
@@ -33,7 +35,7 @@ struct CudaOptions {
   size_t vmm_reserve_bytes = 64ull << 30;
 };
 
-class CudaContext final : private GraphRunner {
+class CudaContext final : public ForwardBackend, private GraphRunner {
  public:
   // Throws std::runtime_error (with the failing call) when there is no usable device.
   CudaContext(const LlamaModel& model, const CudaOptions& options);
@@ -43,14 +45,17 @@ class CudaContext final : private GraphRunner {
 
   // As LlamaContext::forward. A step where every token wants logits (decode) goes through the
   // graph cache; others (prefill) run eagerly. Logits are copied to the host when copy_logits.
-  void forward(std::span<const BatchToken> batch, bool copy_logits = true);
-  std::span<const float> logits(int i) const;  // i-th token that wanted logits
-  int32_t argmax(int i) const;                 // its greedy token, computed on the device
+  void forward(std::span<const BatchToken> batch, bool copy_logits);
+  int32_t argmax(int i) const;  // greedy token of the i-th token that wanted logits, from the device
   int n_logits() const { return staged_.n_logits; }
 
-  AllocatorStats allocator_stats() const { return alloc_->stats(); }
-  const GraphStats& graph_stats() const { return graphs_.stats(); }
-  std::string describe() const;  // device, memory backend, matmul path, graph buckets
+  // ForwardBackend
+  void forward(std::span<const BatchToken> batch) override { forward(batch, true); }
+  std::span<const float> logits(int i) const override;
+  bool supports_lora() const override { return false; }
+  std::string describe() const override;  // device, memory backend, matmul path, graph buckets
+  AllocatorStats allocator_stats() const override { return alloc_->stats(); }
+  std::optional<GraphStats> graph_stats() const override { return graphs_.stats(); }
 
  private:
   struct LayerWeights {

@@ -83,8 +83,10 @@ __global__ void rope_kernel(float* q, float* k, const int32_t* pos, const float*
                            : k + static_cast<int64_t>(r) * n_head_kv * hd + 2 * (p - q_pairs);
     const int i = (p < q_pairs ? p : p - q_pairs) % half;
     const float x0 = v[0], x1 = v[1];
-    v[0] = x0 * c[i] - x1 * s[i];
-    v[1] = x0 * s[i] + x1 * c[i];
+    // The CPU's rounding (attention_ops rope_pairs, as llama.cpp's FMA build): explicit, so
+    // nvcc's own contraction choices cannot move the result by an ulp.
+    v[0] = __fmaf_rn(x0, c[i], -__fmul_rn(x1, s[i]));
+    v[1] = __fmaf_rn(x0, s[i], __fmul_rn(x1, c[i]));
   }
 }
 

@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <filesystem>
 #include <future>
 #include <mutex>
 
+#include "backend/backend_select.h"
+#include "engine/cpu_backend.h"
 #include "model/chat_template.h"
 
 namespace vigil {
@@ -192,6 +195,54 @@ TEST_F(EngineTest, SubmitRejectsWhatCanNeverRun) {
   EXPECT_EQ(engine.submit(adapter, c.sink()).status, SubmitStatus::kUnknownAdapter);
   engine.drain();
   EXPECT_EQ(engine.submit(request("hi", 4), c.sink()).status, SubmitStatus::kDraining);
+}
+
+// The engine runs whatever backend the factory builds, sized from the engine's limits.
+TEST_F(EngineTest, BackendFactoryGetsTheEngineShape) {
+  EngineConfig cfg;
+  cfg.max_running = 4;
+  cfg.max_batched_tokens = 32;
+  cfg.kv_blocks = 64;
+  cfg.max_context = 512;
+  std::vector<BackendShape> built;
+  cfg.make_backend = [&](const LlamaModel& model, const BackendShape& shape) -> std::unique_ptr<ForwardBackend> {
+    built.push_back(shape);
+    return std::make_unique<CpuBackend>(model, shape);
+  };
+  Engine engine(*model_, *vocab_, cfg);
+  ASSERT_EQ(built.size(), 1u);
+  EXPECT_EQ(built[0].max_batch, 32);
+  EXPECT_EQ(built[0].decode_rows, 4);
+  EXPECT_EQ(built[0].kv_blocks, 64);
+  EXPECT_EQ(built[0].kv_block_size, cfg.kv_block_size);
+  EXPECT_EQ(built[0].max_positions, 512);
+  EXPECT_EQ(built[0].threads, cfg.threads);
+  EXPECT_EQ(engine.backend_description().rfind("cpu ", 0), 0u) << engine.backend_description();
+  Outcome out = run(engine, {request("Say hello in Spanish.", 6)})[0];
+  EXPECT_EQ(out.tokens.size(), 6u);
+  const EngineStats stats = engine.stats();
+  EXPECT_GT(stats.allocator.reserved_bytes, 0u) << "the KV cache lives in the backend's allocator";
+  EXPECT_FALSE(stats.graphs.has_value()) << "the CPU backend has no decode graphs";
+}
+
+// Asking for CUDA where there is none fails at start with the reason, never later per request.
+TEST_F(EngineTest, CudaBackendWithoutAGpuFailsNamingTheProblem) {
+  if (std::filesystem::exists("/dev/nvidia0")) GTEST_SKIP() << "this host has a GPU: the CUDA backend would start";
+  EngineConfig cfg;
+  BackendConfig backend;
+  backend.kind = BackendKind::kCuda;
+  cfg.make_backend = make_backend_factory(backend);
+  ASSERT_TRUE(cfg.make_backend);
+  try {
+    Engine engine(*model_, *vocab_, cfg);
+    FAIL() << "the CUDA backend started on a host without a GPU";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    if (cuda_backend_built())
+      EXPECT_NE(what.find("cudaGetDeviceCount"), std::string::npos) << what;
+    else
+      EXPECT_NE(what.find("built without the CUDA backend"), std::string::npos) << what;
+  }
 }
 
 }  // namespace

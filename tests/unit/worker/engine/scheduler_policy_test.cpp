@@ -32,6 +32,26 @@ TEST(SchedulerPolicy, TokenBudgetSmallestRemainingFirstTiesByArrival) {
   EXPECT_EQ(order(PolicyKind::kTokenBudget, kKeys), (std::vector<uint64_t>{3, 4, 1, 5, 2}));
 }
 
+TEST(SchedulerPolicy, TokenBudgetAgingLetsLongWaitersThrough) {
+  // A 900-token request that waited 10 s against fresh 20-token ones.
+  const std::vector<SchedulingKey> keys = {{1, 0, 900, 10.0}, {2, 0, 20, 0.0}, {3, 0, 20, 0.0}};
+  auto sorted = [&](double aging) {
+    auto policy = make_policy(PolicyKind::kTokenBudget, aging);
+    std::vector<SchedulingKey> k = keys;
+    std::sort(k.begin(), k.end(), [&](const auto& a, const auto& b) { return policy->before(a, b); });
+    std::vector<uint64_t> ids;
+    for (const auto& x : k) ids.push_back(x.arrival);
+    return ids;
+  };
+  EXPECT_EQ(sorted(0), (std::vector<uint64_t>{2, 3, 1}));    // no aging: starves behind short ones
+  EXPECT_EQ(sorted(50), (std::vector<uint64_t>{2, 3, 1}));   // 900 - 500 = 400 > 20
+  EXPECT_EQ(sorted(100), (std::vector<uint64_t>{1, 2, 3}));  // 900 - 1000 < 20: its turn
+  // Equal cost: arrival decides, so the order stays strict.
+  auto policy = make_policy(PolicyKind::kTokenBudget, 10);
+  EXPECT_TRUE(policy->before({1, 0, 30, 1.0}, {2, 0, 20, 0.0}));
+  EXPECT_FALSE(policy->before({2, 0, 20, 0.0}, {1, 0, 30, 1.0}));
+}
+
 TEST(SchedulerPolicy, NamesRoundTrip) {
   for (PolicyKind k : {PolicyKind::kFcfs, PolicyKind::kPriority, PolicyKind::kTokenBudget})
     EXPECT_EQ(parse_policy(policy_name(k)), k);

@@ -117,6 +117,48 @@ TEST(ServeConfig, ContextMustFitTheCache) {
 TEST(ServeConfig, ShippedExampleParses) {
   ServeConfig c = load_serve_config(VIGIL_SOURCE_DIR "/deploy/worker.example.yaml");
   EXPECT_EQ(c.server.port, 8080);
+  EXPECT_EQ(c.backend.kind, BackendKind::kCpu);
+  EXPECT_TRUE(c.backend.cuda.graphs);
+}
+
+TEST(ServeConfig, BackendSection) {
+  ServeConfig c = parse_serve_config(R"(
+backend:
+  kind: cuda
+  cuda:
+    device: 1
+    graphs: false
+    graph_buckets: [1, 4, 16]
+    memory: vmm
+    matmul: cublas
+)");
+  EXPECT_EQ(c.backend.kind, BackendKind::kCuda);
+  EXPECT_EQ(c.backend.cuda.device, 1);
+  EXPECT_FALSE(c.backend.cuda.graphs);
+  EXPECT_EQ(c.backend.cuda.graph_buckets, (std::vector<int>{1, 4, 16}));
+  EXPECT_TRUE(c.backend.cuda.vmm);
+  EXPECT_EQ(c.backend.cuda.matmul, "cublas");
+  EXPECT_EQ(parse_serve_config("").backend.kind, BackendKind::kCpu);
+}
+
+TEST(ServeConfig, BackendErrorsNameTheKey) {
+  auto e = error_of("backend:\n  kind: tpu\n");
+  EXPECT_EQ(e.key(), "backend.kind");
+  EXPECT_EQ(e.line(), 2);
+  EXPECT_NE(std::string(e.what()).find("tpu"), std::string::npos);
+  e = error_of("backend:\n  cuda:\n    memory: managed\n");
+  EXPECT_EQ(e.key(), "backend.cuda.memory");
+  EXPECT_EQ(e.line(), 3);
+  e = error_of("backend:\n  cuda:\n    graph_buckets: [1, 0]\n");
+  EXPECT_EQ(e.key(), "backend.cuda.graph_buckets[1]");
+  e = error_of("backend:\n  cuda:\n    graph_buckets: 8\n");
+  EXPECT_EQ(e.key(), "backend.cuda.graph_buckets");
+  e = error_of("backend:\n  cuda:\n    graphs: maybe\n");
+  EXPECT_EQ(e.key(), "backend.cuda.graphs");
+  e = error_of("backend:\n  cuda:\n    streams: 2\n");
+  EXPECT_EQ(e.key(), "backend.cuda.streams");
+  e = error_of("engine:\n  max_running: 8\nbackend:\n  cuda:\n    graph_buckets: [4, 32]\n");
+  EXPECT_EQ(e.key(), "backend.cuda.graph_buckets");
 }
 
 TEST(ServeConfig, MissingFileIsAnError) {

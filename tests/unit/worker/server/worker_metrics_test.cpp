@@ -40,7 +40,8 @@ TEST(WorkerMetrics, ObservationsShowUp) {
   EXPECT_TRUE(has_line(text, "vigil_worker_request_success_total{finish_reason=\"stop\"} 1"));
   EXPECT_TRUE(has_line(text, "vigil_worker_request_success_total{finish_reason=\"cancelled\"} 0"));
   EXPECT_TRUE(has_line(text, "vigil_worker_requests_rejected_total{reason=\"queue_full\"} 1"));
-  EXPECT_TRUE(has_line(text, "vigil_worker_info{kernel_path=\"avx2\",model=\"smol\",version=\"0.1.0\"} 1"));
+  EXPECT_TRUE(has_line(text, "vigil_worker_info{backend=\"cpu\",kernel_path=\"avx2\",model=\"smol\",version=\"0.1.0\"} 1"));
+  EXPECT_EQ(text.find("vigil_worker_cuda_graph"), std::string::npos) << "a CPU worker has no graph series";
   // Two inter-token gaps of 2 ms each, both in the 2.5 ms bucket and above the 1 ms one.
   EXPECT_TRUE(has_line(text, "vigil_worker_inter_token_latency_seconds_bucket{le=\"0.0025\"} 2"));
   EXPECT_TRUE(has_line(text, "vigil_worker_inter_token_latency_seconds_bucket{le=\"0.001\"} 0"));
@@ -61,13 +62,38 @@ TEST(WorkerMetrics, PreemptionCounterFollowsTheEngine) {
   EXPECT_TRUE(has_line(m.scrape(s), "vigil_worker_preemptions_total 5"));
 }
 
+TEST(WorkerMetrics, GraphCountersFollowTheBackend) {
+  WorkerMetrics m("smol", "0.1.0", "avx2", "cuda");
+  EngineStats s;
+  s.graphs = GraphStats{};
+  s.graphs->captures = 2;
+  s.graphs->launches = 40;
+  s.graphs->fallback_disabled = 0;
+  s.graphs->fallback_no_bucket = 3;
+  std::string text = m.scrape(s);
+  EXPECT_TRUE(has_line(text, "vigil_worker_cuda_graph_captures_total 2")) << text;
+  EXPECT_TRUE(has_line(text, "vigil_worker_cuda_graph_launches_total 40"));
+  EXPECT_TRUE(has_line(text, "vigil_worker_cuda_graph_eager_steps_total{reason=\"no_bucket\"} 3"));
+  EXPECT_TRUE(has_line(text, "vigil_worker_cuda_graph_eager_steps_total{reason=\"disabled\"} 0"));
+  s.graphs->capture_failures = 1;
+  s.graphs->fallback_failed_bucket = 5;
+  s.graphs->launches = 41;
+  text = m.scrape(s);
+  EXPECT_TRUE(has_line(text, "vigil_worker_cuda_graph_capture_failures_total 1"));
+  EXPECT_TRUE(has_line(text, "vigil_worker_cuda_graph_eager_steps_total{reason=\"failed_bucket\"} 5"));
+  EXPECT_TRUE(has_line(text, "vigil_worker_cuda_graph_launches_total 41"));
+  EXPECT_TRUE(has_line(text, "vigil_worker_info{backend=\"cuda\",kernel_path=\"avx2\",model=\"smol\",version=\"0.1.0\"} 1"));
+}
+
 TEST(WorkerMetrics, PromtoolAcceptsTheExposition) {
   if (std::system("command -v promtool >/dev/null 2>&1") != 0) GTEST_FAIL() << "promtool not installed (scripts/setup.sh installs the prometheus package)";
   WorkerMetrics m("SmolLM2-135M-Instruct.Q4_1", "0.1.0", "avx2");
   m.first_token(0.01);
   m.request_finished(FinishReason::kCancelled, 3, 0, 0.1);
+  EngineStats with_graphs;
+  with_graphs.graphs = GraphStats{};
   const std::string path = ::testing::TempDir() + "vigil_worker_metrics.txt";
-  std::ofstream(path) << m.scrape(EngineStats{});
+  std::ofstream(path) << m.scrape(with_graphs);
   FILE* p = popen(("promtool check metrics < " + path + " 2>&1").c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;

@@ -147,6 +147,15 @@ local burn(long, short, factor) =
           'KV cache usage {{ $value | humanizePercentage }} with preemptions rising on worker {{ $labels.instance }} %s: requests are recomputed and latency grows.' % where,
         ),
         alert(
+          'VigilWorkerCudaGraphsFailing', 'warning', 'P2', 'worker',
+          // A bucket whose graph failed is never retried: the lasting symptom is its steps running
+          // eagerly, so this fires as long as that traffic lasts, not just at the failure.
+          'sum %(W)s (increase(vigil_worker_cuda_graph_eager_steps_total{%(sel)s, reason="failed_bucket"}[%(w)s])) > 0' % { W: W, sel: c.workerSelector, w: c.graphFailuresWindow },
+          c.warningFor,
+          'A worker decodes without CUDA Graphs because its graphs failed.',
+          '{{ $value | humanize }} decode steps in %(w)s ran eagerly on worker {{ $labels.instance }} %(where)s because their batch-size bucket\'s CUDA Graph failed to capture or launch (vigil_worker_cuda_graph_capture_failures_total, ..._launch_failures_total): decoding is slower until the worker restarts.' % { w: c.graphFailuresWindow, where: where },
+        ),
+        alert(
           'VigilWorkerTtftBudgetBurnFast', 'critical', 'P1', 'worker',
           burn('1h', '5m', 14.4),
           '2m',

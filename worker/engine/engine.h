@@ -35,7 +35,9 @@ struct EngineConfig {
   double batch_window_ms = 0.0;   // wait this long for more arrivals before a step from idle
   bool prefix_caching = true;     // reuse cached KV blocks of identical prompt prefixes
   PolicyKind policy = PolicyKind::kFcfs;
-  double token_budget_aging = 0;  // token_budget: remaining tokens forgiven per second waited
+  // token_budget: remaining tokens forgiven per second waited, so long requests cannot starve
+  // (docs/performance.md: 200 keeps P99 TTFT at FCFS's with a lower median). 0: pure shortest-first.
+  double token_budget_aging = 200;
   // Not from YAML: `serve --tp` sets it on the leader rank. nullptr: one rank (CPU backend only).
   TensorParallel* tensor_parallel = nullptr;
   // Not from YAML: `serve` builds it from the backend section. Empty: the CPU backend.

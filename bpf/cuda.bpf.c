@@ -9,23 +9,7 @@
 #include "cuda.h"
 #include "log2.bpf.h"
 #include "probe_stats.bpf.h"
-
-struct call_key {
-	__u32 tid;
-	__u32 fn;
-};
-
-struct call_args {
-	__u64 arg[5];
-};
-
-/* Arguments saved at entry for the return probe; LRU so calls that never return do not leak. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct call_key);
-	__type(value, struct call_args);
-} inflight SEC(".maps");
+#include "uprobe_calls.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -71,15 +55,7 @@ struct {
 SEC("uprobe")
 int BPF_KPROBE(cuda_enter)
 {
-	struct call_key k = { .tid = (__u32)bpf_get_current_pid_tgid(), .fn = bpf_get_attach_cookie(ctx) };
-	struct call_args a = {
-		.arg = { PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx),
-			 PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx) },
-	};
-
-	stat_inc(VIGIL_STAT_EVENTS);
-	bpf_map_update_elem(&inflight, &k, &a, BPF_ANY);
-	return 0;
+	return save_call(ctx);
 }
 
 static __always_inline __u64 read_user_u64(__u64 addr)

@@ -8,22 +8,7 @@
 #include <bpf/bpf_tracing.h>
 #include "nccl.h"
 #include "probe_stats.bpf.h"
-
-struct call_key {
-	__u32 tid;
-	__u32 fn;
-};
-
-struct call_args {
-	__u64 arg[5]; /* libbpf 1.1 reads at most five register arguments */
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct call_key);
-	__type(value, struct call_args);
-} inflight SEC(".maps");
+#include "uprobe_calls.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -54,15 +39,7 @@ struct {
 SEC("uprobe")
 int BPF_KPROBE(nccl_enter)
 {
-	struct call_key k = { .tid = (__u32)bpf_get_current_pid_tgid(), .fn = bpf_get_attach_cookie(ctx) };
-	struct call_args a = {
-		.arg = { PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx),
-			 PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx) },
-	};
-
-	stat_inc(VIGIL_STAT_EVENTS);
-	bpf_map_update_elem(&inflight, &k, &a, BPF_ANY);
-	return 0;
+	return save_call(ctx);
 }
 
 /* ncclDataType_t sizes: int8/uint8 1, int32/uint32 4, int64/uint64 8, fp16 2, fp32 4, fp64 8,

@@ -104,11 +104,16 @@ std::chrono::milliseconds duration(const std::string& key, const YAML::Node& nod
 
 void walk(const std::string& prefix, const YAML::Node& node, const std::map<std::string, Handler>& handlers) {
   if (!node.IsMap()) fail(prefix.empty() ? "<document>" : prefix, node, "expected a mapping");
+  std::map<std::string, int> seen;  // key -> its line: a repeated key would silently override
   for (const auto& kv : node) {
+    if (!kv.first.IsScalar())
+      fail(prefix.empty() ? "<document>" : prefix, kv.first, "keys must be plain strings");
     std::string name = kv.first.Scalar();
     std::string key = prefix.empty() ? name : prefix + "." + name;
     auto it = handlers.find(name);
     if (it == handlers.end()) fail(key, kv.first, "unknown key");
+    if (auto [at, fresh] = seen.emplace(name, line_of(kv.first)); !fresh)
+      fail(key, kv.first, "duplicate key (first at line " + std::to_string(at->second) + ")");
     it->second(key, kv.second);
   }
 }

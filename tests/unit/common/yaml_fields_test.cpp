@@ -3,6 +3,7 @@
 #include "common/yaml_fields.h"
 
 #include <functional>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -116,6 +117,26 @@ TEST(YamlFields, WalkNeedsAMapping) {
   } catch (const ConfigKeyError& e) {
     EXPECT_EQ(e.key(), "<document>");
     EXPECT_STREQ(e.what(), "expected a mapping");
+  }
+}
+
+TEST(YamlFields, WalkRejectsRepeatedAndNonStringKeys) {
+  const std::map<std::string, Handler> handlers = {{"a", [](const std::string&, const YAML::Node&) {}}};
+  try {
+    walk("server", YAML::Load("a: 1\nb: 2\na: 3\n"), {{"a", handlers.at("a")}, {"b", handlers.at("a")}});
+    FAIL() << "a repeated key silently overrode the first";
+  } catch (const ConfigKeyError& e) {
+    EXPECT_EQ(e.key(), "server.a");
+    EXPECT_EQ(e.line(), 3);
+    EXPECT_STREQ(e.what(), "duplicate key (first at line 1)");
+  }
+  try {
+    walk("", YAML::Load("[a]: 1\n"), handlers);
+    FAIL() << "a sequence accepted as a key";
+  } catch (const ConfigKeyError& e) {
+    EXPECT_EQ(e.key(), "<document>");
+    EXPECT_EQ(e.line(), 1);
+    EXPECT_STREQ(e.what(), "keys must be plain strings");
   }
 }
 

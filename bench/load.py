@@ -9,7 +9,7 @@ Every request is accounted for: lost (no final chunk, or fewer tokens than asked
 duplicated (a request id answered twice) are counted and fail the run.
 
 usage:
-  bench/load.py sweep   [--rates 2,4,8] [--requests 60] [--policies fcfs,priority,token_budget,token_budget@50]
+  bench/load.py sweep   [--rates 2,4,8] [--requests 60] [--policies fcfs,priority,token_budget,token_budget@0]
   bench/load.py streams [--streams 1,16] [--seconds 20] [--llama-cpp]
                         [--backend cuda [--graphs off]] [--metrics-dir DIR]
   bench/load.py soak    [--seconds 600] [--overload 1.5]
@@ -63,13 +63,15 @@ class Server:
     """vigil-worker serve with one policy, or llama.cpp's OpenAI server, on a free loopback port."""
 
     def __init__(self, kind, policy="fcfs", threads=2, max_running=16, max_waiting=100000, backend="cpu",
-                 graphs=True, aging=0.0):
+                 graphs=True, aging=None):
         self.port = free_port()
         self.model_name = os.path.basename(MODEL)
         if kind == "vigil":
             cfg = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
             cfg.write(f"engine:\n  threads: {threads}\n  policy: {policy}\n  max_running: {max_running}\n"
-                      f"  kv_blocks: 1024\n  max_waiting: {max_waiting}\n  token_budget_aging: {aging}\n")
+                      f"  kv_blocks: 1024\n  max_waiting: {max_waiting}\n")
+            if aging is not None:  # otherwise the worker's default
+                cfg.write(f"  token_budget_aging: {aging}\n")
             cfg.write(f"backend:\n  kind: {backend}\n")
             if backend == "cuda":
                 cfg.write(f"  cuda:\n    graphs: {'true' if graphs else 'false'}\n")
@@ -199,9 +201,10 @@ def cmd_sweep(a):
     bad = 0
     for rate in rates:
         for policy in a.policies.split(","):
-            # "token_budget@50": the token_budget policy with 50 tokens/s of aging.
+            # "token_budget@50": the token_budget policy with 50 tokens/s of aging ("@0": none);
+            # plain "token_budget" runs with the worker's default aging.
             name, _, aging = policy.partition("@")
-            srv = Server("vigil", policy=name, threads=a.threads, aging=float(aging or 0))
+            srv = Server("vigil", policy=name, threads=a.threads, aging=float(aging) if aging else None)
             try:
                 res, wall = open_loop(srv.port, srv.model_name, rate, a.requests, seed=int(rate * 100))
             finally:

@@ -168,6 +168,9 @@ void Engine::loop() {
         wake_.wait_for(lock, std::chrono::duration<double, std::milli>(config_.batch_window_ms),
                        [&] { return stop_; });
       }
+      // Counted as waiting at once, not at the end of the step: submit's queue bound reads
+      // stats_.waiting + incoming_, and would otherwise miss these for a whole forward pass.
+      stats_.waiting += static_cast<int>(incoming_.size());
       while (!incoming_.empty()) {
         waiting_.push_back(std::move(incoming_.front()));
         incoming_.pop_front();

@@ -42,16 +42,17 @@ BackendFactory make_backend_factory(const BackendConfig& config) {
       o.graph_buckets.assign(buckets.sizes().begin(), buckets.sizes().end());
     }
     o.vmm = cuda.vmm;
-    o.matmul = cuda.matmul == "cublas" ? vigil::cuda::CudaOptions::Matmul::kCublas
-               : cuda.matmul == "gemv" ? vigil::cuda::CudaOptions::Matmul::kGemv
-                                       : vigil::cuda::CudaOptions::Matmul::kAuto;
+    using Matmul = vigil::cuda::CudaOptions::Matmul;
+    o.matmul = cuda.matmul == CudaMatmul::kCublas ? Matmul::kCublas
+               : cuda.matmul == CudaMatmul::kGemv ? Matmul::kGemv
+                                                  : Matmul::kAuto;
     return std::make_unique<vigil::cuda::CudaContext>(model, o);
   };
 #else
   return [](const LlamaModel&, const BackendShape&) -> std::unique_ptr<ForwardBackend> {
     throw std::runtime_error(
-        "backend.kind: cuda, but this vigil-worker was built without the CUDA backend (no nvcc at build time; "
-        "rebuild with -DVIGIL_CUDA=ON)");
+        "this vigil-worker was built without the CUDA backend (no nvcc at build time; rebuild with "
+        "-DVIGIL_CUDA=ON)");
   };
 #endif
 }

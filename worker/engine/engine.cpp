@@ -70,7 +70,6 @@ Engine::Engine(const LlamaModel& model, const Vocab& vocab, const EngineConfig& 
       policy_(make_policy(config.policy, config.token_budget_aging)) {
   stats_.kv_blocks_total = config.kv_blocks;
   stats_.kv_blocks_free = config.kv_blocks;
-  stats_.allocator = backend_->allocator_stats();
   stats_.graphs = backend_->graph_stats();
   batch_.reserve(static_cast<size_t>(std::max(config.max_batched_tokens, config.max_running)));
   thread_ = std::thread([this] { loop(); });
@@ -152,7 +151,9 @@ bool Engine::idle() const {
 
 EngineStats Engine::stats() const {
   std::lock_guard lock(mu_);
-  return stats_;
+  EngineStats s = stats_;
+  s.allocator = backend_->allocator_stats();  // thread-safe, and only a scrape needs it
+  return s;
 }
 
 void Engine::loop() {
@@ -334,8 +335,7 @@ void Engine::publish_stats(uint64_t preempted) {
   stats_.prefix_cache_queries = blocks_.prefix_queries();
   stats_.prefix_cache_hits = blocks_.prefix_hits();
   stats_.preemptions += preempted;
-  stats_.allocator = backend_->allocator_stats();
-  stats_.graphs = backend_->graph_stats();
+  stats_.graphs = backend_->graph_stats();  // graph counters are engine-thread only: copied here
   ++stats_.steps;
 }
 

@@ -38,7 +38,8 @@ class ForwardBackend {
 
   virtual bool supports_lora() const = 0;
   virtual std::string describe() const = 0;  // e.g. "cpu avx512-vnni, 2 threads"
-  virtual AllocatorStats allocator_stats() const = 0;  // the allocator holding the KV cache
+  // The allocator holding the KV cache; safe from any thread.
+  virtual AllocatorStats allocator_stats() const = 0;
   // Decode-graph counters; nullopt for a backend without graphs. Engine thread only.
   virtual std::optional<GraphStats> graph_stats() const { return std::nullopt; }
 };

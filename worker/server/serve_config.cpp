@@ -79,9 +79,11 @@ void parse_cuda(const std::string& prefix, const YAML::Node& node, CudaBackendCo
          c.vmm = m == "vmm";
        }},
       {"matmul", [&](K k, V v) {
-         c.matmul = scalar(k, v);
-         if (c.matmul != "auto" && c.matmul != "cublas" && c.matmul != "gemv")
-           fail(k, v, "expected auto, cublas or gemv, got '" + c.matmul + "'");
+         const std::string m = scalar(k, v);
+         if (m == "auto") c.matmul = CudaMatmul::kAuto;
+         else if (m == "cublas") c.matmul = CudaMatmul::kCublas;
+         else if (m == "gemv") c.matmul = CudaMatmul::kGemv;
+         else fail(k, v, "expected auto, cublas or gemv, got '" + m + "'");
        }},
   });
 }

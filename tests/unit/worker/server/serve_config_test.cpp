@@ -137,7 +137,7 @@ backend:
   EXPECT_FALSE(c.backend.cuda.graphs);
   EXPECT_EQ(c.backend.cuda.graph_buckets, (std::vector<int>{1, 4, 16}));
   EXPECT_TRUE(c.backend.cuda.vmm);
-  EXPECT_EQ(c.backend.cuda.matmul, "cublas");
+  EXPECT_EQ(c.backend.cuda.matmul, CudaMatmul::kCublas);
   EXPECT_EQ(parse_serve_config("").backend.kind, BackendKind::kCpu);
 }
 

@@ -307,10 +307,14 @@ TEST_F(HttpServerTest, DisconnectCancelsTheRequest) {
   }  // a non-streamed request is cancelled the same way
   EXPECT_TRUE(eventually([&] { return backend_.was_cancelled(2); }));
   backend_.wait_idle();
-  HttpClient c(port_);
-  std::string metrics = c.request("GET", "/metrics").body;
-  EXPECT_NE(metrics.find("vigil_worker_request_success_total{finish_reason=\"cancelled\"} 2"), std::string::npos)
-      << metrics;
+  // The session counts a request when it handles the final event, which may come just after the
+  // backend saw the cancel: poll /metrics (bounded) rather than read it once.
+  std::string metrics;
+  EXPECT_TRUE(eventually([&] {
+    HttpClient c(port_);
+    metrics = c.request("GET", "/metrics").body;
+    return metrics.find("vigil_worker_request_success_total{finish_reason=\"cancelled\"} 2") != std::string::npos;
+  })) << metrics;
 }
 
 TEST_F(HttpServerTest, DrainFinishesInFlightRequestsThenStops) {

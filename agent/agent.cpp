@@ -108,7 +108,7 @@ class Agent {
     });
     // Correlation needs the TCP state; failures come from NCCL's probes and the worker's own.
     if (tcp_) {
-      correlator_ = std::make_shared<Correlator>(tcp_->procs_fd(), nccl_ ? nccl_->procs_fd() : -1,
+      correlator_ = std::make_shared<Correlator>(tcp_->conns_fd(), nccl_ ? nccl_->procs_fd() : -1,
                                                  nccl_ ? nccl_->async_errors_fd() : -1, cfg_.collective_timeout,
                                                  processes_);
       collectors_.push_back({"correlation", correlator_});

@@ -112,10 +112,29 @@ local burn(long, short, factor) =
       ],
     },
     {
+      // The burn alerts read the recording rules, so they sit after them in the same group:
+      // Prometheus runs a group's rules in order at one timestamp, while another group may run
+      // before or after this one, and an alert there would read records one interval old or not
+      // yet written.
       name: 'vigil-worker-slo',
       rules: [
         { record: 'vigil_worker:ttft_slo_errors:ratio_rate' + w, expr: ttftErrors(w) }
         for w in ['5m', '30m', '1h', '6h']
+      ] + [
+        alert(
+          'VigilWorkerTtftBudgetBurnFast', 'critical', 'P1', 'worker',
+          burn('1h', '5m', 14.4),
+          '2m',
+          'Time to first token burns the SLO error budget fast.',
+          '{{ $value | humanizePercentage }} of requests to {{ $labels.job }} in {{ $labels.namespace }} waited more than %ss for their first token over the last hour (objective %s%%): at this rate 2%% of the monthly budget goes in an hour.' % [c.ttftSloSeconds, '%g' % (c.ttftObjective * 100)],
+        ),
+        alert(
+          'VigilWorkerTtftBudgetBurnSlow', 'warning', 'P2', 'worker',
+          burn('6h', '30m', 6),
+          '15m',
+          'Time to first token burns the SLO error budget.',
+          '{{ $value | humanizePercentage }} of requests to {{ $labels.job }} in {{ $labels.namespace }} waited more than %ss for their first token over the last 6 hours (objective %s%%): at this rate 5%% of the monthly budget goes in 6 hours.' % [c.ttftSloSeconds, '%g' % (c.ttftObjective * 100)],
+        ),
       ],
     },
     {
@@ -154,20 +173,6 @@ local burn(long, short, factor) =
           c.warningFor,
           'A worker decodes without CUDA Graphs because its graphs failed.',
           '{{ $value | humanize }} decode steps in %(w)s ran eagerly on worker {{ $labels.instance }} %(where)s because their batch-size bucket\'s CUDA Graph failed to capture or launch (vigil_worker_cuda_graph_capture_failures_total, ..._launch_failures_total): decoding is slower until the worker restarts.' % { w: c.graphFailuresWindow, where: where },
-        ),
-        alert(
-          'VigilWorkerTtftBudgetBurnFast', 'critical', 'P1', 'worker',
-          burn('1h', '5m', 14.4),
-          '2m',
-          'Time to first token burns the SLO error budget fast.',
-          '{{ $value | humanizePercentage }} of requests to {{ $labels.job }} in {{ $labels.namespace }} waited more than %ss for their first token over the last hour (objective %s%%): at this rate 2%% of the monthly budget goes in an hour.' % [c.ttftSloSeconds, '%g' % (c.ttftObjective * 100)],
-        ),
-        alert(
-          'VigilWorkerTtftBudgetBurnSlow', 'warning', 'P2', 'worker',
-          burn('6h', '30m', 6),
-          '15m',
-          'Time to first token burns the SLO error budget.',
-          '{{ $value | humanizePercentage }} of requests to {{ $labels.job }} in {{ $labels.namespace }} waited more than %ss for their first token over the last 6 hours (objective %s%%): at this rate 5%% of the monthly budget goes in 6 hours.' % [c.ttftSloSeconds, '%g' % (c.ttftObjective * 100)],
         ),
       ],
     },

@@ -5,6 +5,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
 #include <bpf/bpf_tracing.h>
 #include "tcp.h"
 #include "probe_stats.bpf.h"
@@ -41,8 +42,69 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
 	__type(key, __u32);
-	__type(value, struct tcp_proc_state);
+	__type(value, struct tcp_timer_state);
 } procs SEC(".maps");
+
+/* Every end of a connection with a known owner, keyed by its addresses and ports, so that the
+ * correlator can look at both ends of a connection a process uses: a rank that only waits to
+ * receive never retransmits, the sender at the other end does. Kept after close (the LRU evicts):
+ * a process that fails a collective and exits at once closes its sockets before the agent reads
+ * the failure. Each entry is written under its socket's lock (retransmit timer, state change) or
+ * once by its owner, so no two writers race on one entry. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 32768);
+	__type(key, struct tcp_conn_key);
+	__type(value, struct tcp_conn_state);
+} conns SEC(".maps");
+
+/* The key of the socket's end of its connection; false while it has no peer (listening, or
+ * connecting before the kernel picked the source port). */
+static __always_inline bool conn_key_of(const struct sock *sk, struct tcp_conn_key *k)
+{
+	k->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	k->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	k->dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	if (k->family == AF_INET6) {
+		bpf_core_read(k->saddr, 16, &sk->__sk_common.skc_v6_rcv_saddr);
+		bpf_core_read(k->daddr, 16, &sk->__sk_common.skc_v6_daddr);
+	} else {
+		bpf_core_read(k->saddr, 4, &sk->__sk_common.skc_rcv_saddr);
+		bpf_core_read(k->daddr, 4, &sk->__sk_common.skc_daddr);
+	}
+	return k->sport && k->dport;
+}
+
+/* A connection established: a fresh entry (a reused address/port pair starts over), owned by
+ * whoever connected; an accepted socket's owner is set when accept() returns it. */
+static __always_inline void conn_established(const struct sock *sk)
+{
+	struct tcp_conn_state c = {};
+	struct tcp_conn_key k = {};
+	struct tcp_owner *owner;
+	__u64 key = (__u64)sk;
+
+	if (!conn_key_of(sk, &k))
+		return;
+	owner = bpf_map_lookup_elem(&owners, &key);
+	if (owner)
+		c.tgid = owner->tgid;
+	bpf_map_update_elem(&conns, &k, &c, BPF_ANY);
+}
+
+/* The owner of a connected socket became known (accept, first send of a socket older than us). */
+static __always_inline void conn_owned(const struct sock *sk, __u32 tgid)
+{
+	static const struct tcp_conn_state zero;
+	struct tcp_conn_key k = {};
+	struct tcp_conn_state *c;
+
+	if (!conn_key_of(sk, &k))
+		return;
+	c = lookup_or_init(&conns, &k, &zero);
+	if (c)
+		c->tgid = tgid;
+}
 
 static __always_inline void remember_owner(const struct sock *sk)
 {
@@ -53,6 +115,7 @@ static __always_inline void remember_owner(const struct sock *sk)
 	o.total_retrans = BPF_CORE_READ((const struct tcp_sock *)sk, total_retrans);
 	bpf_get_current_comm(o.comm, sizeof(o.comm));
 	bpf_map_update_elem(&owners, &key, &o, BPF_ANY);
+	conn_owned(sk, o.tgid);
 }
 
 static __always_inline void peer_key_of(const struct sock *sk, __u32 tgid, struct tcp_peer_key *k)
@@ -77,33 +140,58 @@ static __always_inline struct tcp_peer_val *peer_of(const struct sock *sk, struc
 	return lookup_or_init(&peers, &k, &zero);
 }
 
-/* The timer state of the socket at a retransmit attempt. RTO and backoff are the values of the
- * timeout that just fired (the kernel doubles them after). icsk_retransmits counts timeouts
- * without progress; at 0 a new run begins, and its start is when the stall began. */
+/* The connection end's timer state at a retransmit; its run of timeouts as for the process below. */
+static __always_inline void conn_retransmit(const struct sock *sk, const struct tcp_owner *owner,
+					    const struct tcp_timer_state *now)
+{
+	static const struct tcp_conn_state zero;
+	struct tcp_conn_key k = {};
+	struct tcp_conn_state *c;
+
+	if (!conn_key_of(sk, &k))
+		return;
+	c = lookup_or_init(&conns, &k, &zero);
+	if (!c)
+		return;
+	if (owner)
+		c->tgid = owner->tgid;
+	if (!now->retransmits || !c->run_start_ns)
+		c->run_start_ns = now->ts_ns;
+	c->timer = *now;
+	c->timer.stall_start_ns = now->retransmits ? c->run_start_ns : 0;
+}
+
+/* The timer state of the socket at a retransmit attempt, for its connection and its process. RTO
+ * and backoff are the values of the timeout that just fired (the kernel doubles them after).
+ * icsk_retransmits counts timeouts without progress; at 0 a new run begins, and its start is
+ * when the stall began. */
 static __always_inline void record_timer_state(const struct sock *sk, struct tcp_owner *owner)
 {
-	static const struct tcp_proc_state zero;
+	static const struct tcp_timer_state zero;
 	const struct inet_connection_sock *icsk = (const void *)sk;
 	const struct tcp_sock *tp = (const void *)sk;
-	struct tcp_proc_state *st;
+	struct tcp_timer_state now = {}, *st;
 	__u32 tgid = owner ? owner->tgid : 0;
 	__u64 rto = BPF_CORE_READ(icsk, icsk_rto);
+
+	now.rto_us = CONFIG_HZ ? rto * 1000000 / CONFIG_HZ : 0;
+	now.backoff = BPF_CORE_READ(icsk, icsk_backoff);
+	if (bpf_core_field_exists(icsk->icsk_retransmits))
+		now.retransmits = BPF_CORE_READ(icsk, icsk_retransmits);
+	now.srtt_us = BPF_CORE_READ(tp, srtt_us) >> 3; /* stored <<3 */
+	now.ts_ns = bpf_ktime_get_ns();
+	if (owner)
+		__builtin_memcpy(now.comm, owner->comm, sizeof(now.comm));
+	conn_retransmit(sk, owner, &now);
 
 	st = lookup_or_init(&procs, &tgid, &zero);
 	if (!st)
 		return;
-	st->rto_us = CONFIG_HZ ? rto * 1000000 / CONFIG_HZ : 0;
-	st->backoff = BPF_CORE_READ(icsk, icsk_backoff);
-	if (bpf_core_field_exists(icsk->icsk_retransmits))
-		st->retransmits = BPF_CORE_READ(icsk, icsk_retransmits);
-	st->srtt_us = BPF_CORE_READ(tp, srtt_us) >> 3; /* stored <<3 */
-	st->ts_ns = bpf_ktime_get_ns();
-	st->stall_start_ns = 0;
+	*st = now;
 	if (owner) {
-		__builtin_memcpy(st->comm, owner->comm, sizeof(st->comm));
-		if (!st->retransmits || !owner->stall_start_ns)
-			owner->stall_start_ns = st->ts_ns;
-		if (st->retransmits)
+		if (!now.retransmits || !owner->stall_start_ns)
+			owner->stall_start_ns = now.ts_ns;
+		if (now.retransmits)
 			st->stall_start_ns = owner->stall_start_ns;
 	}
 }
@@ -211,7 +299,8 @@ int BPF_PROG(receive_reset, const struct sock *sk)
 	return 0;
 }
 
-/* connect() and listen() move the socket in the owner's own context; a closed socket is forgotten. */
+/* connect() and listen() move the socket in the owner's own context; a closed socket is forgotten
+ * (its connection's entry stays: see conns). */
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(set_state, const struct sock *sk, int oldstate, int newstate)
 {
@@ -221,6 +310,8 @@ int BPF_PROG(set_state, const struct sock *sk, int oldstate, int newstate)
 		return 0;
 	if (newstate == TCP_SYN_SENT || newstate == TCP_LISTEN)
 		remember_owner(sk);
+	else if (newstate == TCP_ESTABLISHED)
+		conn_established(sk);
 	else if (newstate == TCP_CLOSE)
 		bpf_map_delete_elem(&owners, &key);
 	return 0;

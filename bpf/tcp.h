@@ -26,8 +26,8 @@ struct tcp_peer_val {
 	__u64 resets_received;
 };
 
-/* Socket timer state of a process's socket at its latest retransmit. */
-struct tcp_proc_state {
+/* Timer state of a socket at its latest retransmit (per process: its latest retransmitting socket). */
+struct tcp_timer_state {
 	__u64 rto_us;
 	__u64 srtt_us;
 	__u32 backoff;
@@ -35,4 +35,24 @@ struct tcp_proc_state {
 	__u64 ts_ns;          /* of the latest retransmit attempt (bpf_ktime_get_ns) */
 	__u64 stall_start_ns; /* its socket's first retransmit without progress since; 0: none */
 	char comm[VIGIL_COMM_LEN];
+};
+
+/* One end of a TCP connection: its own address and port, then the other end's (ports in host
+ * order). The other end's key is this one with the two swapped. */
+struct tcp_conn_key {
+	__u16 family; /* AF_INET or AF_INET6 */
+	__u16 sport;
+	__u16 dport;
+	__u16 pad;
+	__u8 saddr[16]; /* IPv4 in the first 4 bytes */
+	__u8 daddr[16];
+};
+
+/* One end of a connection: its owner and its socket's timer state at its latest retransmit
+ * (timer.ts_ns 0: none since the connection was established). */
+struct tcp_conn_state {
+	__u32 tgid; /* 0: owner not known yet (an accepted socket before accept() returns it) */
+	__u32 pad;
+	__u64 run_start_ns; /* first retransmit of the current run of timeouts */
+	struct tcp_timer_state timer;
 };

@@ -42,7 +42,7 @@ uint64_t monotonic_ns() {
   return static_cast<uint64_t>(t.tv_sec) * 1000000000ULL + static_cast<uint64_t>(t.tv_nsec);
 }
 
-double stall_seconds(const tcp_proc_state& s, uint64_t now_ns) {
+double stall_seconds(const tcp_timer_state& s, uint64_t now_ns) {
   if (!s.stall_start_ns || now_ns < s.ts_ns) return 0;
   // The next timeout fires 2 x RTO after the latest (the kernel doubles it, up to 120 s). Well
   // past that with no new retransmit, the socket made progress or gave up: no stall.
@@ -79,9 +79,9 @@ std::vector<prometheus::MetricFamily> TcpCollector::Collect() const {
     tcp_peer_val v{};
     if (bpf_map_lookup_elem(peers_fd_, &k, &v) == 0) by_pid[k.tgid].push_back({k, v});
   }
-  std::map<uint32_t, tcp_proc_state> states;
+  std::map<uint32_t, tcp_timer_state> states;
   for (const auto& pid : map_keys<__u32>(procs_fd_)) {
-    tcp_proc_state s{};
+    tcp_timer_state s{};
     if (bpf_map_lookup_elem(procs_fd_, &pid, &s) == 0) states[pid] = s;
   }
 

@@ -10,14 +10,14 @@
 
 #include "discovery/process_table.h"
 
-struct tcp_proc_state;
+struct tcp_timer_state;
 
 namespace vigil::agent {
 
 // CLOCK_MONOTONIC in ns, the clock BPF timestamps use.
 uint64_t monotonic_ns();
 // Seconds the socket behind `s` has been stalled (consecutive timeouts) at now_ns; 0 when not.
-double stall_seconds(const tcp_proc_state& s, uint64_t now_ns);
+double stall_seconds(const tcp_timer_state& s, uint64_t now_ns);
 
 class TcpCollector : public prometheus::Collectable {
  public:

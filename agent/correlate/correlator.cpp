@@ -1,6 +1,6 @@
-// The correlation decision and its metrics. The TCP side is tcp.bpf.c's per-process state at the
-// latest retransmit (timer state, run-of-timeouts start); the collective side is an event with an
-// end time and a duration. Both clocks are CLOCK_MONOTONIC (bpf_ktime_get_ns).
+// The correlation decision and its metrics. The TCP side is tcp.bpf.c's per-connection-end state
+// at the latest retransmit (owner, timer state, run-of-timeouts start); the collective side is an
+// event with an end time and a duration. Both clocks are CLOCK_MONOTONIC (bpf_ktime_get_ns).
 #include "correlate/correlator.h"
 
 #include <bpf/bpf.h>
@@ -25,21 +25,78 @@ const char* const kOpNames[] = {"unknown", "all_gather", "all_reduce", "broadcas
 
 std::string comm_of(const char* c, size_t n) { return std::string(c, strnlen(c, n)); }
 
+std::vector<uint8_t> bytes_of(const tcp_conn_key& k) {
+  const auto* p = reinterpret_cast<const uint8_t*>(&k);
+  return {p, p + sizeof k};
+}
+
+tcp_conn_key other_end(const tcp_conn_key& k) {
+  tcp_conn_key o = k;
+  std::swap(o.sport, o.dport);
+  std::memcpy(o.saddr, k.daddr, sizeof o.saddr);
+  std::memcpy(o.daddr, k.saddr, sizeof o.daddr);
+  return o;
+}
+
 }  // namespace
 
-bool tcp_backoff_in_window(const tcp_proc_state& tcp, uint64_t window_start_ns, uint64_t end_ns) {
+ConnectionTable ConnectionTable::read(int conns_fd) {
+  ConnectionTable t;
+  for (const auto& k : map_keys<tcp_conn_key>(conns_fd)) {
+    tcp_conn_state s{};
+    if (bpf_map_lookup_elem(conns_fd, &k, &s) == 0) t.add(k, s);
+  }
+  return t;
+}
+
+void ConnectionTable::add(const tcp_conn_key& key, const tcp_conn_state& state) {
+  tcp_conn_key k{};  // no padding bytes in the index
+  k.family = key.family;
+  k.sport = key.sport;
+  k.dport = key.dport;
+  std::memcpy(k.saddr, key.saddr, sizeof k.saddr);
+  std::memcpy(k.daddr, key.daddr, sizeof k.daddr);
+  ends_[bytes_of(k)] = {k, state};
+}
+
+std::vector<ConnectionEnd> ConnectionTable::ends_of(uint32_t pid) const {
+  std::vector<ConnectionEnd> out;
+  if (pid == 0) return out;
+  for (const auto& [bytes, end] : ends_) {
+    if (end.second.tgid != pid) continue;
+    out.push_back({end.first, end.second, true});
+    auto peer = ends_.find(bytes_of(other_end(end.first)));
+    if (peer != ends_.end()) out.push_back({peer->second.first, peer->second.second, false});
+  }
+  return out;
+}
+
+const ConnectionEnd* backoff_in_window(const std::vector<ConnectionEnd>& ends, uint64_t window_start_ns,
+                                       uint64_t end_ns) {
+  for (const auto& e : ends)
+    if (tcp_backoff_in_window(e.state.timer, window_start_ns, end_ns)) return &e;
+  return nullptr;
+}
+
+double timeout_risk_ratio(const std::vector<ConnectionEnd>& ends, uint64_t now_ns, double timeout_seconds) {
+  double risk = 0;
+  for (const auto& e : ends) risk = std::max(risk, timeout_risk_ratio(e.state.timer, now_ns, timeout_seconds));
+  return risk;
+}
+
+bool tcp_backoff_in_window(const tcp_timer_state& tcp, uint64_t window_start_ns, uint64_t end_ns) {
   return tcp.stall_start_ns && tcp.stall_start_ns <= end_ns && tcp.ts_ns >= window_start_ns;
 }
 
-double timeout_risk_ratio(const tcp_proc_state& tcp, uint64_t now_ns, double timeout_seconds) {
+double timeout_risk_ratio(const tcp_timer_state& tcp, uint64_t now_ns, double timeout_seconds) {
   const double stall = stall_seconds(tcp, now_ns);
   if (stall <= 0 || timeout_seconds <= 0) return 0;
   return (stall + std::min(2.0 * static_cast<double>(tcp.rto_us) / 1e6, 120.0)) / timeout_seconds;
 }
 
-Correlator::Correlator(int tcp_procs_fd, int nccl_procs_fd, int nccl_async_fd, std::chrono::milliseconds nccl_timeout,
+Correlator::Correlator(int tcp_conns_fd, int nccl_procs_fd, int nccl_async_fd, std::chrono::milliseconds nccl_timeout,
                        ProcessTable& processes)
-    : tcp_procs_fd_(tcp_procs_fd),
+    : tcp_conns_fd_(tcp_conns_fd),
       nccl_procs_fd_(nccl_procs_fd),
       nccl_async_fd_(nccl_async_fd),
       nccl_timeout_(nccl_timeout),
@@ -47,25 +104,32 @@ Correlator::Correlator(int tcp_procs_fd, int nccl_procs_fd, int nccl_async_fd, s
 
 void Correlator::record(uint32_t pid, const std::string& comm, const char* source, const char* kind,
                         uint64_t window_start_ns, uint64_t end_ns, const std::string& what) {
-  tcp_proc_state tcp{};
-  const bool have_tcp = bpf_map_lookup_elem(tcp_procs_fd_, &pid, &tcp) == 0;
-  const bool correlated = have_tcp && tcp_backoff_in_window(tcp, window_start_ns, end_ns);
+  const std::vector<ConnectionEnd> ends = ConnectionTable::read(tcp_conns_fd_).ends_of(pid);
+  const ConnectionEnd* stalled = backoff_in_window(ends, window_start_ns, end_ns);
   {
     std::lock_guard lock(mu_);
     auto& c = counts_[{pid, source, kind}];
-    (correlated ? c.first : c.second)++;
+    (stalled ? c.first : c.second)++;
     comms_[pid] = comm;
   }
-  if (correlated)
+  if (stalled) {
+    const tcp_timer_state& tcp = stalled->state.timer;
+    char peer[64] = "";
+    if (!stalled->own)
+      std::snprintf(peer, sizeof peer, " of the peer (pid %u, port %u)", stalled->state.tgid, stalled->key.sport);
     std::fprintf(stderr,
-                 "vigil-agent: correlation: pid=%u comm=%s %s: TCP was backing off (latest retransmit %.3f s before "
-                 "the failure, %u consecutive, rto %.3f s, backoff %u)\n",
-                 pid, comm.c_str(), what.c_str(),
+                 "vigil-agent: correlation: pid=%u comm=%s %s: TCP was backing off on the socket%s of port %u -> %u "
+                 "(latest retransmit %.3f s before the failure, %u consecutive, rto %.3f s, backoff %u)\n",
+                 pid, comm.c_str(), what.c_str(), peer, stalled->own ? stalled->key.sport : stalled->key.dport,
+                 stalled->own ? stalled->key.dport : stalled->key.sport,
                  end_ns >= tcp.ts_ns ? static_cast<double>(end_ns - tcp.ts_ns) / 1e9 : 0.0, tcp.retransmits,
                  static_cast<double>(tcp.rto_us) / 1e6, tcp.backoff);
-  else
-    std::fprintf(stderr, "vigil-agent: correlation: pid=%u comm=%s %s: no TCP RTO backoff in the %.1f s before it\n",
-                 pid, comm.c_str(), what.c_str(), static_cast<double>(end_ns - window_start_ns) / 1e9);
+  } else {
+    std::fprintf(stderr,
+                 "vigil-agent: correlation: pid=%u comm=%s %s: no TCP RTO backoff on either end of its %zu "
+                 "connection ends in the %.1f s before it\n",
+                 pid, comm.c_str(), what.c_str(), ends.size(), static_cast<double>(end_ns - window_start_ns) / 1e9);
+  }
 }
 
 void Correlator::on_collective_failure(const collective_failure& f) {
@@ -126,14 +190,16 @@ void Correlator::expire() {
 std::vector<prometheus::MetricFamily> Correlator::Collect() const {
   using prometheus::MetricType;
   auto correlated = make_family("nccl_tcp_correlated_timeouts_total",
-                                "Failed collectives (timeout, error, abort) while one of the process's TCP sockets "
-                                "was in RTO backoff.",
+                                "Failed collectives (timeout, error, abort) while a TCP connection of the process was "
+                                "in RTO backoff at either end.",
                                 MetricType::Counter);
   auto uncorrelated = make_family("nccl_tcp_uncorrelated_timeouts_total",
-                                  "Failed collectives with no TCP RTO backoff of the process in the window before them.",
+                                  "Failed collectives with no TCP RTO backoff at either end of the process's connections "
+                                  "in the window before them.",
                                   MetricType::Counter);
   auto risk = make_family("nccl_tcp_timeout_risk_ratio",
-                          "(TCP stall so far + wait until the next retransmit) / the process's collective timeout.",
+                          "(TCP stall so far + wait until the next retransmit) / the process's collective timeout, "
+                          "worst end of the process's connections.",
                           MetricType::Gauge);
   auto labels = [&](uint32_t pid, const std::string& fallback_comm) {
     ProcessLabels l = processes_.labels(pid);
@@ -166,13 +232,10 @@ std::vector<prometheus::MetricFamily> Correlator::Collect() const {
       if (bpf_map_lookup_elem(collective_procs_fd_, &pid, &p) == 0 && p.timeout_ms > 0)
         timeouts[pid] = {static_cast<double>(p.timeout_ms) / 1e3, comm_of(p.comm, sizeof p.comm)};
     }
+  const ConnectionTable conns = timeouts.empty() ? ConnectionTable{} : ConnectionTable::read(tcp_conns_fd_);
   const uint64_t now = monotonic_ns();
-  for (const auto& [pid, t] : timeouts) {
-    tcp_proc_state tcp{};
-    const double value =
-        bpf_map_lookup_elem(tcp_procs_fd_, &pid, &tcp) == 0 ? timeout_risk_ratio(tcp, now, t.first) : 0.0;
-    add_sample(risk, labels(pid, t.second), value);
-  }
+  for (const auto& [pid, t] : timeouts)
+    add_sample(risk, labels(pid, t.second), timeout_risk_ratio(conns.ends_of(pid), now, t.first));
   return {correlated, uncorrelated, risk};
 }
 

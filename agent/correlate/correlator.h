@@ -1,6 +1,7 @@
 // NCCL/TCP correlation: every failed collective (the worker's collective_end with a non-zero
-// status; an NCCL process's async error or abort) is checked against the same process's TCP
-// retransmits, and each process's live TCP stall is put against its collective timeout.
+// status; an NCCL process's async error or abort) is checked against the TCP connections the
+// process uses, both ends of each where the other end is on this node, and each process's live
+// TCP stall on those connections is put against its collective timeout.
 // Method and limits: docs/correlation.md.
 #pragma once
 
@@ -12,10 +13,13 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <vector>
+
+#include <linux/types.h>
 
 #include "discovery/process_table.h"
+#include "tcp.h"
 
-struct tcp_proc_state;
 struct collective_failure;
 
 namespace vigil::agent {
@@ -24,23 +28,52 @@ namespace vigil::agent {
 // call starts the backoff the call then waits out.
 inline constexpr uint64_t kCorrelationLookbackNs = 2'000'000'000ULL;
 
-// True when one of the process's sockets was in RTO backoff during [window_start, end]
-// (CLOCK_MONOTONIC ns): its latest run of retransmission timeouts began before `end` and was still
-// retransmitting after `window_start`. `tcp` is the process's latest retransmit state. Lone fast
+// True when a socket was in RTO backoff during [window_start, end] (CLOCK_MONOTONIC ns): its
+// latest run of retransmission timeouts began before `end` and was still retransmitting after
+// `window_start`. `tcp` is the socket's latest retransmit state. Lone fast
 // retransmits and tail-loss probes (no timeout: icsk_retransmits 0) do not count: they repair a
 // loss within a round trip and occur on healthy links (a few per second on our veth pairs under
 // load), so they cannot explain a collective that waited seconds.
-bool tcp_backoff_in_window(const tcp_proc_state& tcp, uint64_t window_start_ns, uint64_t end_ns);
+bool tcp_backoff_in_window(const tcp_timer_state& tcp, uint64_t window_start_ns, uint64_t end_ns);
 
 // (stall so far + wait until the next retransmit, 2 x RTO up to 120 s) / collective timeout: at 1
 // the next TCP retry lands after the collective has timed out. 0 when the process is not stalled.
-double timeout_risk_ratio(const tcp_proc_state& tcp, uint64_t now_ns, double timeout_seconds);
+double timeout_risk_ratio(const tcp_timer_state& tcp, uint64_t now_ns, double timeout_seconds);
+
+// One end of a connection whose timer state speaks for a process: the process's own socket, or the
+// socket at the other end of a connection the process uses.
+struct ConnectionEnd {
+  tcp_conn_key key;
+  tcp_conn_state state;
+  bool own;  // false: the peer's end
+};
+
+// The node's TCP connections as tcp.bpf.c records them (map `conns`): each end, its owner and its
+// socket's timer state.
+class ConnectionTable {
+ public:
+  static ConnectionTable read(int conns_fd);
+  void add(const tcp_conn_key& key, const tcp_conn_state& state);
+  // Both ends of every connection `pid` owns an end of: its own and, where the other end is on
+  // this node (the key with addresses and ports swapped), that one too.
+  std::vector<ConnectionEnd> ends_of(uint32_t pid) const;
+  bool empty() const { return ends_.empty(); }
+
+ private:
+  std::map<std::vector<uint8_t>, std::pair<tcp_conn_key, tcp_conn_state>> ends_;
+};
+
+// The end in RTO backoff during [window_start, end] on a connection `pid` uses, if any.
+const ConnectionEnd* backoff_in_window(const std::vector<ConnectionEnd>& ends, uint64_t window_start_ns,
+                                       uint64_t end_ns);
+// The highest timeout_risk_ratio over the ends (0 when none is stalled).
+double timeout_risk_ratio(const std::vector<ConnectionEnd>& ends, uint64_t now_ns, double timeout_seconds);
 
 class Correlator : public prometheus::Collectable {
  public:
   // Any fd may be -1 when its probe set is not loaded. NCCL processes announce no timeout:
   // `nccl_timeout` (config correlation.collective_timeout) stands in for theirs.
-  Correlator(int tcp_procs_fd, int nccl_procs_fd, int nccl_async_fd, std::chrono::milliseconds nccl_timeout,
+  Correlator(int tcp_conns_fd, int nccl_procs_fd, int nccl_async_fd, std::chrono::milliseconds nccl_timeout,
              ProcessTable& processes);
 
   void set_collective_procs_fd(int fd) { collective_procs_fd_ = fd; }
@@ -57,7 +90,7 @@ class Correlator : public prometheus::Collectable {
   void record(uint32_t pid, const std::string& comm, const char* source, const char* kind, uint64_t window_start_ns,
               uint64_t end_ns, const std::string& what);
 
-  int tcp_procs_fd_, nccl_procs_fd_, nccl_async_fd_;
+  int tcp_conns_fd_, nccl_procs_fd_, nccl_async_fd_;
   int collective_procs_fd_ = -1;
   std::chrono::milliseconds nccl_timeout_;
   ProcessTable& processes_;

@@ -60,7 +60,7 @@ TcpProbe::TcpProbe(const std::string& btf_path, AgentStats& stats) : stats_(stat
 }
 
 std::vector<const bpf_map*> TcpProbe::tables() const {
-  return {skel_->maps.owners, skel_->maps.peers, skel_->maps.procs, skel_->maps.unowned_retrans};
+  return {skel_->maps.owners, skel_->maps.peers, skel_->maps.procs, skel_->maps.conns, skel_->maps.unowned_retrans};
 }
 
 TcpProbe::~TcpProbe() {
@@ -71,5 +71,6 @@ TcpProbe::~TcpProbe() {
 
 int TcpProbe::peers_fd() const { return bpf_map__fd(skel_->maps.peers); }
 int TcpProbe::procs_fd() const { return bpf_map__fd(skel_->maps.procs); }
+int TcpProbe::conns_fd() const { return bpf_map__fd(skel_->maps.conns); }
 
 }  // namespace vigil::agent

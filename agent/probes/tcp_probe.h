@@ -22,6 +22,7 @@ class TcpProbe {
 
   int peers_fd() const;
   int procs_fd() const;
+  int conns_fd() const;  // both ends of connections (correlation)
 
  private:
   std::vector<const bpf_map*> tables() const;

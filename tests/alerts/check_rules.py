@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Checks the generated rules against their contract: files up to date with the jsonnet source,
-every alert with severity/priority/summary/description/runbook, a non-zero `for`, a runbook page,
+recording rules read only after them in their own group, every alert with severity/priority/summary/description/runbook, a non-zero `for`, a runbook page,
 and a promtool case that it is silent before `for` and one that it fires after.
 usage: check_rules.py  (run by CTest with the ops venv's python)"""
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -20,6 +21,26 @@ errors = []
 def check(ok, msg):
     if not ok:
         errors.append(msg)
+
+
+def check_record_order(groups):
+    """A rule that reads a recorded series must come after its recording rule in the same group.
+    Prometheus evaluates the rules of one group in order at one timestamp, but the groups
+    independently: a reader in another group sees the record one interval late or not yet, in
+    production and at random in promtool's tests."""
+    recorded_in = {r['record']: g['name'] for g in groups for r in g['rules'] if 'record' in r}
+    for g in groups:
+        seen = set()
+        for r in g['rules']:
+            name = r.get('alert') or r['record']
+            for rec, home in recorded_in.items():
+                if re.search(r'(?<![\w:])%s(?![\w:])' % re.escape(rec), r['expr']):
+                    check(home == g['name'], '%s (group %s) reads %s, recorded in group %s: put it after '
+                          'the record in that group' % (name, g['name'], rec, home))
+                    check(home != g['name'] or rec in seen,
+                          '%s reads %s before the rule that records it' % (name, rec))
+            if 'record' in r:
+                seen.add(r['record'])
 
 
 def main():
@@ -42,6 +63,8 @@ def main():
         for t in yaml.safe_load(open(os.path.join(ROOT, f)))['tests']:
             for c in t.get('alert_rule_test', []):
                 cases.setdefault(c['alertname'], []).append(c['exp_alerts'])
+
+    check_record_order(rules['groups'])
 
     alerts = [r for g in rules['groups'] for r in g['rules'] if 'alert' in r]
     for r in alerts:

@@ -2,12 +2,14 @@
 """Collective/TCP correlation end to end: two vigil-worker ranks (serve --tp 2) in two network
 namespaces joined by a veth pair, the agent on the host.
 
-Clean run: a request completes with no retransmit, no risk and no correlated timeout; then rank 1
+Clean run: a request completes with no risk and no timeout counted for either rank; then rank 1
 is stopped (SIGSTOP), rank 0's collective times out with TCP healthy (the stopped peer's kernel
-still acknowledges), and the agent must count that timeout as *uncorrelated*.
-Faulty run: random loss on the link while a long generation runs (the agent's retransmits per
-rank equal the kernel's RetransSegs in that rank's namespace), then a blackhole: the risk gauge
-must pass 0.5 before the collective times out, and the timeout must be counted as correlated.
+still acknowledges), and the agent must count that timeout as *uncorrelated*, nothing for rank 1.
+Faulty run: random loss on the link while a long generation runs (the agent's retransmits of the
+processes in each namespace equal the kernel's RetransSegs there), then a blackhole: the risk
+gauge of *both* ranks must pass 0.5 before a collective times out, and both ranks' timeouts must
+be counted as correlated, none as uncorrelated, although the rank that only waits to receive
+never retransmits itself (its peer's end of the same connection backs off).
 usage: tp_correlation.py VIGIL_AGENT VIGIL_WORKER MODEL"""
 import os
 import re
@@ -101,6 +103,29 @@ def correlation(samples, pid, name):
     return total(samples, name, pid=pid, source='worker', kind='timeout')
 
 
+def classified(samples, rank):
+    """(correlated, uncorrelated) collective timeouts the agent counted for RANK."""
+    return (correlation(samples, rank.pid, 'nccl_tcp_correlated_timeouts_total'),
+            correlation(samples, rank.pid, 'nccl_tcp_uncorrelated_timeouts_total'))
+
+
+def settled_scrape(agent, namespaces, limit_s=20):
+    """A scrape together with each namespace's RetransSegs, read while the kernel's counts stayed
+    the same before and after the scrape. Retransmits go on after the loss ends (a tail-loss probe,
+    an RTO already armed, a spurious timeout on a loaded machine): one that lands between the
+    scrape and the kernel read looks like a miss of the agent's, although the next scrape has it."""
+    deadline = time.time() + limit_s
+    while True:
+        before = {ns: retrans_segs(ns) for ns in namespaces}
+        s = agent.scrape()
+        after = {ns: retrans_segs(ns) for ns in namespaces}
+        if before == after:
+            return s, after
+        if time.time() > deadline:
+            fail('RetransSegs still moving %d s after the loss ended: %s -> %s' % (limit_s, before, after))
+        time.sleep(0.3)
+
+
 def clean_run(agent, nets, worker, model, tmp):
     r0, r1 = start_group(nets, worker, model, tmp, 'clean')
     try:
@@ -135,16 +160,27 @@ def clean_run(agent, nets, worker, model, tmp):
         code = r0.wait_exit(TIMEOUT_S + 15)
         if code != 3:
             fail('rank 0 did not exit 3 after its timeout: %s %s' % (code, ''.join(r0.log)[-500:]))
-        time.sleep(0.5)
-        s = agent.scrape()
-        cor = correlation(s, r0.pid, 'nccl_tcp_correlated_timeouts_total')
-        unc = correlation(s, r0.pid, 'nccl_tcp_uncorrelated_timeouts_total')
-        print('stopped peer: rank 0 timeout counted correlated %d, uncorrelated %d' % (cor, unc))
-        if (cor, unc) != (0, 1):
+        s = wait_for_counts(agent, (r0,), 1)
+        print('stopped peer: rank 0 timeouts counted (correlated, uncorrelated) %s; stopped rank 1 %s' % (
+            classified(s, r0), classified(s, r1)))
+        if classified(s, r0) != (0, 1):
             fail('a timeout without TCP trouble must be exactly one uncorrelated timeout')
+        if classified(s, r1) != (0, 0):
+            fail('the stopped rank failed no collective, yet a timeout was counted for it')
     finally:
         r0.kill()
         r1.kill()
+
+
+def wait_for_counts(agent, ranks, n, limit_s=5):
+    """A scrape once each of RANKS has N timeouts counted (the agent reads failures within its
+    poll interval), or the last scrape at the limit."""
+    deadline = time.time() + limit_s
+    while True:
+        s = agent.scrape()
+        if all(sum(classified(s, r)) >= n for r in ranks) or time.time() > deadline:
+            return s
+        time.sleep(0.1)
 
 
 def select_one(samples, name, pid):
@@ -162,49 +198,49 @@ def faulty_run(agent, nets, worker, model, tmp):
         link_loss(nets, LOSS_PERCENT)
         time.sleep(6)
         link_loss(nets, 0)
-        time.sleep(1.5)  # retransmits already queued are sent; none follow on a clean link
-        s = agent.scrape()
-        for r in (r0, r1):
-            kernel = retrans_segs(r.ns) - kernel0[r.pid]
-            seen = total(s, 'tcp_retransmits_total', pid=r.pid)
-            print('loss %d%%: rank pid %d: agent %d retransmits, kernel RetransSegs in its namespace %d' % (
-                LOSS_PERCENT, r.pid, seen, kernel))
-            if kernel == 0 or seen != kernel:
+        s, kernel = settled_scrape(agent, (r0.ns, r1.ns))
+        # Rank 0's namespace also holds the curl client (loopback to rank 0's HTTP port): its
+        # sockets are the kernel's too, so they count on both sides.
+        for r, others in ((r0, [client.pid]), (r1, [])):
+            seen = {pid: total(s, 'tcp_retransmits_total', pid=pid) for pid in [r.pid] + others}
+            got = kernel[r.ns] - kernel0[r.pid]
+            print('loss %d%%: namespace of rank pid %d: agent %s retransmits, kernel RetransSegs %d' % (
+                LOSS_PERCENT, r.pid, seen, got))
+            if got == 0 or sum(seen.values()) != got:
+                print('   unattributed (no owner known): %d' % total(s, 'tcp_retransmits_total', pid=0))
                 fail("the agent's retransmits differ from the kernel's")
         if r0.proc.poll() is not None:
             fail('rank 0 died under %d%% loss: %s' % (LOSS_PERCENT, ''.join(r0.log)[-500:]))
         link_loss(nets, 100)
         blackhole = time.time()
-        crossed = None
+        crossed = {}
         while time.time() - blackhole < TIMEOUT_S + 15:
             s = agent.scrape()
-            risk = max(select_one(s, 'nccl_tcp_timeout_risk_ratio', r.pid) or 0 for r in (r0, r1))
-            failed = sum(correlation(s, r.pid, 'nccl_tcp_correlated_timeouts_total') +
-                         correlation(s, r.pid, 'nccl_tcp_uncorrelated_timeouts_total') for r in (r0, r1))
-            if crossed is None and risk > 0.5:
-                crossed = time.time() - blackhole
-                print('risk %.3f > 0.5 at %.1f s after the blackhole, %d timeouts counted so far' % (
-                    risk, crossed, failed))
-                if failed:
-                    fail('the risk gauge passed 0.5 only after a timeout was counted')
-            if failed and r0.proc.poll() is not None:
+            failed = sum(sum(classified(s, r)) for r in (r0, r1))
+            for r in (r0, r1):
+                risk = select_one(s, 'nccl_tcp_timeout_risk_ratio', r.pid) or 0
+                if r.pid not in crossed and risk > 0.5:
+                    crossed[r.pid] = time.time() - blackhole
+                    print('rank pid %d: risk %.3f > 0.5 at %.1f s after the blackhole, %d timeouts counted so far' % (
+                        r.pid, risk, crossed[r.pid], failed))
+                    if failed:
+                        fail('the risk gauge passed 0.5 only after a timeout was counted')
+            if all(sum(classified(s, r)) for r in (r0, r1)):
                 break
             time.sleep(0.25)
-        code = r0.wait_exit(5)
         took = time.time() - blackhole
-        time.sleep(0.5)
-        s = agent.scrape()
-        cor = correlation(s, r0.pid, 'nccl_tcp_correlated_timeouts_total')
-        unc = correlation(s, r0.pid, 'nccl_tcp_uncorrelated_timeouts_total')
-        print('blackhole: rank 0 exit %s after %.1f s; its timeouts: correlated %d, uncorrelated %d; rank 1: %d, %d' % (
-            code, took, cor, unc, correlation(s, r1.pid, 'nccl_tcp_correlated_timeouts_total'),
-            correlation(s, r1.pid, 'nccl_tcp_uncorrelated_timeouts_total')))
-        if crossed is None:
-            fail('the risk gauge never passed 0.5')
-        if code != 3 or (cor, unc) != (1, 0):
-            fail("rank 0's collective timeout must be exactly one correlated timeout")
-        if correlation(s, r1.pid, 'nccl_tcp_uncorrelated_timeouts_total') != 0:
-            fail("rank 1's failure was counted as uncorrelated")
+        codes = (r0.wait_exit(5), r1.wait_exit(5))
+        s = wait_for_counts(agent, (r0, r1), 1)
+        print('blackhole: ranks exit %s after %.1f s; timeouts (correlated, uncorrelated): rank 0 %s, rank 1 %s' % (
+            codes, took, classified(s, r0), classified(s, r1)))
+        for r in (r0, r1):
+            if r.pid not in crossed:
+                fail('the risk gauge of rank pid %d never passed 0.5' % r.pid)
+        if codes[0] != 3:
+            fail('rank 0 did not exit 3 after its collective timed out: %s' % ''.join(r0.log)[-500:])
+        for i, r in enumerate((r0, r1)):
+            if classified(s, r) != (1, 0):
+                fail("rank %d's collective timeout must be exactly one correlated timeout" % i)
     finally:
         if client:
             client.kill()

@@ -9,6 +9,7 @@
 #include "cuda.h"
 #include "log2.bpf.h"
 #include "probe_stats.bpf.h"
+#include "atomic.bpf.h"
 #include "uprobe_calls.bpf.h"
 
 struct {
@@ -70,13 +71,13 @@ static __always_inline void count_alloc(struct cuda_proc *p, __u64 size)
 {
 	__u64 b = log2_ceil(size);
 
-	p->allocs++;
-	p->alloc_bytes += size;
+	__sync_fetch_and_add(&p->allocs, 1);
+	__sync_fetch_and_add(&p->alloc_bytes, size);
 	if (size <= CUDA_SMALL_ALLOC_BYTES)
-		p->small_allocs++;
+		__sync_fetch_and_add(&p->small_allocs, 1);
 	if (b >= CUDA_HIST_BUCKETS)
 		b = CUDA_HIST_BUCKETS - 1;
-	p->size_hist[b]++;
+	__sync_fetch_and_add(&p->size_hist[b], 1);
 }
 
 static __always_inline void add_live(struct cuda_proc *p, void *map, __u32 tgid, __u64 ptr, __u64 size)
@@ -97,11 +98,6 @@ static __always_inline __u64 take_live(void *map, __u32 tgid, __u64 ptr)
 	v = *size;
 	bpf_map_delete_elem(map, &k);
 	return v;
-}
-
-static __always_inline void sub_floor(__u64 *v, __u64 d)
-{
-	*v = *v > d ? *v - d : 0;
 }
 
 /* The stream and graph handles of a call, for the failure context. */
@@ -164,7 +160,7 @@ int BPF_KRETPROBE(cuda_exit, long ret)
 	p = lookup_or_init(&procs, &tgid, &zero);
 	if (!p)
 		goto out;
-	p->calls[fn & (CUDA_FN_SLOTS - 1)]++;
+	__sync_fetch_and_add(&p->calls[fn & (CUDA_FN_SLOTS - 1)], 1);
 	if (!p->comm[0])
 		bpf_get_current_comm(p->comm, sizeof(p->comm));
 	switch (fn) {
@@ -174,55 +170,57 @@ int BPF_KRETPROBE(cuda_exit, long ret)
 	case CUDA_FN_MEM_ALLOC_MANAGED:
 	case CUDA_FN_MEM_ALLOC_PITCH:
 		if (p->open_captures > 0)
-			p->allocs_in_capture++;
+			__sync_fetch_and_add(&p->allocs_in_capture, 1);
 		if (rc)
 			break;
 		/* cuMemAllocPitch: size is *pPitch x Height, known only on return. */
 		size = fn == CUDA_FN_MEM_ALLOC_PITCH ? read_user_u64(a->arg[1]) * a->arg[3] : a->arg[1];
 		add_live(p, &live, tgid, read_user_u64(a->arg[0]), size);
-		p->live_bytes += size;
+		__sync_fetch_and_add(&p->live_bytes, size);
 		break;
 	case CUDA_FN_MEM_FREE:
 	case CUDA_FN_MEM_FREE_ASYNC:
+		/* Only what was seen allocated is taken back (take_live is 0 for older blocks), after
+		 * its add (a pointer is freed after cuMemAlloc returned it): no floor needed. */
 		if (!rc)
-			sub_floor(&p->live_bytes, take_live(&live, tgid, a->arg[0]));
+			__sync_fetch_and_sub(&p->live_bytes, take_live(&live, tgid, a->arg[0]));
 		break;
 	case CUDA_FN_MEM_CREATE:
 		if (p->open_captures > 0)
-			p->allocs_in_capture++;
+			__sync_fetch_and_add(&p->allocs_in_capture, 1);
 		if (rc)
 			break;
 		add_live(p, &handles, tgid, read_user_u64(a->arg[0]), a->arg[1]);
-		p->vmm_physical_bytes += a->arg[1];
+		__sync_fetch_and_add(&p->vmm_physical_bytes, a->arg[1]);
 		break;
 	case CUDA_FN_MEM_RELEASE:
-		if (!rc)
-			sub_floor(&p->vmm_physical_bytes, take_live(&handles, tgid, a->arg[0]));
+		if (!rc) /* as for live_bytes: only handles seen created */
+			__sync_fetch_and_sub(&p->vmm_physical_bytes, take_live(&handles, tgid, a->arg[0]));
 		break;
 	case CUDA_FN_MEM_MAP:
 		if (!rc)
-			p->vmm_mapped_bytes += a->arg[1];
+			__sync_fetch_and_add(&p->vmm_mapped_bytes, a->arg[1]);
 		break;
 	case CUDA_FN_MEM_UNMAP:
-		if (!rc)
-			sub_floor(&p->vmm_mapped_bytes, a->arg[1]);
+		if (!rc) /* sized by the call: a mapping older than the agent may be unmapped */
+			atomic_sub_floor(&p->vmm_mapped_bytes, a->arg[1]);
 		break;
 	case CUDA_FN_MEM_ADDRESS_RESERVE:
 		if (!rc)
-			p->vmm_reserved_bytes += a->arg[1];
+			__sync_fetch_and_add(&p->vmm_reserved_bytes, a->arg[1]);
 		break;
 	case CUDA_FN_MEM_ADDRESS_FREE:
 		if (!rc)
-			sub_floor(&p->vmm_reserved_bytes, a->arg[1]);
+			atomic_sub_floor(&p->vmm_reserved_bytes, a->arg[1]);
 		break;
 	case CUDA_FN_STREAM_BEGIN_CAPTURE:
 		if (!rc)
-			p->open_captures++;
+			__sync_fetch_and_add(&p->open_captures, 1);
 		break;
 	case CUDA_FN_STREAM_END_CAPTURE:
 		/* An invalidated capture still ends; CUDA_ERROR_ILLEGAL_STATE means none was open. */
-		if (rc != 401 && p->open_captures > 0)
-			p->open_captures--;
+		if (rc != 401)
+			atomic_dec_above_zero(&p->open_captures);
 		break;
 	}
 	if (rc)

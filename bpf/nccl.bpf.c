@@ -8,6 +8,7 @@
 #include <bpf/bpf_tracing.h>
 #include "nccl.h"
 #include "probe_stats.bpf.h"
+#include "atomic.bpf.h"
 #include "uprobe_calls.bpf.h"
 
 struct {
@@ -130,21 +131,21 @@ int BPF_KRETPROBE(nccl_exit, long ret)
 	case NCCL_FN_COMM_INIT_RANK:
 	case NCCL_FN_COMM_INIT_RANK_CONFIG:
 		if (!ret) {
-			p->communicators++;
+			__sync_fetch_and_add(&p->communicators, 1);
 			p->last_nranks = (__s32)a->arg[1];
 			p->last_rank = (__s32)a->arg[2];
 		}
 		break;
 	case NCCL_FN_COMM_INIT_ALL:
 		if (!ret)
-			p->communicators += (__s32)a->arg[1]; /* one per device */
+			__sync_fetch_and_add(&p->communicators, (__s32)a->arg[1]); /* one per device */
 		break;
 	case NCCL_FN_COMM_ABORT:
-		p->aborts++;
+		__sync_fetch_and_add(&p->aborts, 1);
 		/* fall through: an aborted communicator is gone too */
 	case NCCL_FN_COMM_DESTROY:
-		if (!ret && p->communicators > 0)
-			p->communicators--;
+		if (!ret) /* one created before the agent attached may be destroyed */
+			atomic_dec_above_zero(&p->communicators);
 		comm_handle = a->arg[0];
 		break;
 	case NCCL_FN_COMM_GET_ASYNC_ERROR: {

@@ -2,7 +2,9 @@
 /* Caching allocators through their USDT probes (semaphore-gated; libbpf sets the semaphore
  * through the uprobe reference counter): PyTorch's pytorch:malloc/free and the worker's
  * vigil:alloc_block_alloc/free and vigil:alloc_snapshot. Live blocks are kept per process so a
- * free knows its size. */
+ * free knows its size and device. PyTorch's layout, from c10/cuda/CUDACachingAllocator.cpp:
+ * TORCH_SDT_WITH_SEMAPHORE(malloc, devPtr, device, size, stream.id()) with device a
+ * c10::DeviceIndex (int8), size a size_t, the stream id an int64; TORCH_SDT_WITH_SEMAPHORE(free, ptr). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
@@ -21,7 +23,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 262144);
 	__type(key, struct block_key);
-	__type(value, __u64);
+	__type(value, struct usdt_block);
 } blocks SEC(".maps");
 
 struct {
@@ -31,10 +33,12 @@ struct {
 	__type(value, struct usdt_alloc_state);
 } allocators SEC(".maps");
 
-static __always_inline struct usdt_alloc_state *state_of(__u32 allocator, __u32 *tgid)
+static __always_inline struct usdt_alloc_state *state_of(__u32 allocator, __s32 device, __u32 *tgid)
 {
 	static const struct usdt_alloc_state zero;
-	struct usdt_alloc_key k = { .tgid = bpf_get_current_pid_tgid() >> 32, .allocator = allocator };
+	struct usdt_alloc_key k = {
+		.tgid = bpf_get_current_pid_tgid() >> 32, .allocator = allocator, .device = device,
+	};
 	struct usdt_alloc_state *s;
 
 	stat_inc(VIGIL_STAT_EVENTS);
@@ -45,16 +49,17 @@ static __always_inline struct usdt_alloc_state *state_of(__u32 allocator, __u32 
 	return s;
 }
 
-static __always_inline int on_malloc(__u32 allocator, __u64 ptr, __u64 size)
+static __always_inline int on_malloc(__u32 allocator, __u64 ptr, __s32 device, __u64 size)
 {
 	__u32 tgid;
-	struct usdt_alloc_state *s = state_of(allocator, &tgid);
+	struct usdt_alloc_state *s = state_of(allocator, device, &tgid);
 	struct block_key k = { .allocator = allocator, .ptr = ptr };
+	struct usdt_block b = { .size = size, .device = device };
 
 	if (!s)
 		return 0;
 	k.tgid = tgid;
-	bpf_map_update_elem(&blocks, &k, &size, BPF_ANY);
+	bpf_map_update_elem(&blocks, &k, &b, BPF_ANY);
 	__sync_fetch_and_add(&s->mallocs, 1);
 	__sync_fetch_and_add(&s->allocated_bytes, size);
 	return 0;
@@ -62,27 +67,28 @@ static __always_inline int on_malloc(__u32 allocator, __u64 ptr, __u64 size)
 
 static __always_inline int on_free(__u32 allocator, __u64 ptr)
 {
+	struct block_key k = { .tgid = bpf_get_current_pid_tgid() >> 32, .allocator = allocator, .ptr = ptr };
+	struct usdt_alloc_state *s;
+	struct usdt_block *b;
 	__u32 tgid;
-	struct usdt_alloc_state *s = state_of(allocator, &tgid);
-	struct block_key k = { .allocator = allocator, .ptr = ptr };
-	__u64 *size;
 
+	b = bpf_map_lookup_elem(&blocks, &k);
+	/* Not seen handed out (allocated before the agent attached): counted, on no device. */
+	s = state_of(allocator, b ? b->device : USDT_DEVICE_UNKNOWN, &tgid);
 	if (!s)
 		return 0;
-	k.tgid = tgid;
 	__sync_fetch_and_add(&s->frees, 1);
-	size = bpf_map_lookup_elem(&blocks, &k);
-	if (!size)
-		return 0; /* allocated before the agent attached */
-	__sync_fetch_and_sub(&s->allocated_bytes, *size);
+	if (!b)
+		return 0;
+	__sync_fetch_and_sub(&s->allocated_bytes, b->size);
 	bpf_map_delete_elem(&blocks, &k);
 	return 0;
 }
 
 SEC("usdt")
-int BPF_USDT(pytorch_malloc, __u64 ptr, __u64 size)
+int BPF_USDT(pytorch_malloc, __u64 ptr, int device, __u64 size, __s64 stream)
 {
-	return on_malloc(USDT_ALLOC_PYTORCH, ptr, size);
+	return on_malloc(USDT_ALLOC_PYTORCH, ptr, device, size);
 }
 
 SEC("usdt")
@@ -94,7 +100,7 @@ int BPF_USDT(pytorch_free, __u64 ptr)
 SEC("usdt")
 int BPF_USDT(vigil_block_alloc, __u64 address, __u64 bytes)
 {
-	return on_malloc(USDT_ALLOC_VIGIL, address, bytes);
+	return on_malloc(USDT_ALLOC_VIGIL, address, USDT_DEVICE_UNKNOWN, bytes);
 }
 
 SEC("usdt")
@@ -107,11 +113,11 @@ SEC("usdt")
 int BPF_USDT(vigil_alloc_snapshot, __u64 reserved, __u64 allocated, __u64 largest_free)
 {
 	__u32 tgid;
-	struct usdt_alloc_state *s = state_of(USDT_ALLOC_VIGIL, &tgid);
+	struct usdt_alloc_state *s = state_of(USDT_ALLOC_VIGIL, USDT_DEVICE_UNKNOWN, &tgid);
 
 	if (!s)
 		return 0;
-	s->snapshots++;
+	__sync_fetch_and_add(&s->snapshots, 1);
 	s->reserved_bytes = reserved;
 	s->snapshot_allocated_bytes = allocated;
 	s->largest_free_block_bytes = largest_free;

@@ -2,14 +2,27 @@
 #pragma once
 
 enum usdt_allocator {
-	USDT_ALLOC_PYTORCH = 0, /* pytorch:malloc(ptr, size) / pytorch:free(ptr) */
+	USDT_ALLOC_PYTORCH = 0, /* pytorch:malloc(ptr, device, size, stream) / pytorch:free(ptr) */
 	USDT_ALLOC_VIGIL = 1,   /* vigil:alloc_block_alloc/free(address, bytes), vigil:alloc_snapshot */
 	USDT_ALLOC_MAX,
 };
 
+/* A device index the probe does not give: the worker's allocator, a block freed that was handed
+ * out before the agent attached. */
+#define USDT_DEVICE_UNKNOWN -1
+
 struct usdt_alloc_key {
 	__u32 tgid;
 	__u32 allocator;
+	__s32 device; /* PyTorch's c10::DeviceIndex; USDT_DEVICE_UNKNOWN */
+	__u32 pad;
+};
+
+/* A live block: its size and the device it was handed out on (a free names only the pointer). */
+struct usdt_block {
+	__u64 size;
+	__s32 device;
+	__u32 pad;
 };
 
 struct usdt_alloc_state {

@@ -12,6 +12,7 @@
 #include <linux/types.h>
 
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "cuda.h"
@@ -31,7 +32,7 @@ void AllocatorCollector::expire() const {
       bpf_map_delete_elem(allocators_fd_, &k);
     }
   if (dead.empty()) return;
-  struct BlockKey {
+  struct BlockKey {  // usdt.bpf.c's block_key
     __u32 tgid, allocator;
     __u64 ptr;
   };
@@ -50,7 +51,13 @@ std::vector<prometheus::MetricFamily> AllocatorCollector::Collect() const {
                            MetricType::Gauge);
   auto external = make_family("gpu_memory_external_fragmentation_ratio",
                               "1 - largest free block / free bytes inside the allocator's reserved memory.", MetricType::Gauge);
-  for (const auto& k : map_keys<usdt_alloc_key>(allocators_fd_)) {
+  const auto keys = map_keys<usdt_alloc_key>(allocators_fd_);
+  // The driver probes count per process, not per device: their bytes stand for PyTorch's reserved
+  // memory only while the process's PyTorch blocks are on one device.
+  std::map<uint32_t, std::set<int32_t>> pytorch_devices;
+  for (const auto& k : keys)
+    if (k.allocator == USDT_ALLOC_PYTORCH && k.device != USDT_DEVICE_UNKNOWN) pytorch_devices[k.tgid].insert(k.device);
+  for (const auto& k : keys) {
     usdt_alloc_state s{};
     if (bpf_map_lookup_elem(allocators_fd_, &k, &s) != 0) continue;
     ProcessLabels p = processes_.labels(k.tgid);
@@ -58,14 +65,16 @@ std::vector<prometheus::MetricFamily> AllocatorCollector::Collect() const {
                    {"comm", p.comm.empty() ? std::string(s.comm, strnlen(s.comm, sizeof s.comm)) : p.comm},
                    {"container_id", p.identity.container_id},
                    {"pod_uid", p.identity.pod_uid},
-                   {"allocator", k.allocator == USDT_ALLOC_PYTORCH ? "pytorch" : "vigil"}};
+                   {"allocator", k.allocator == USDT_ALLOC_PYTORCH ? "pytorch" : "vigil"},
+                   {"gpu", k.device == USDT_DEVICE_UNKNOWN ? "" : std::to_string(k.device)}};
     add_sample(mallocs, l, static_cast<double>(s.mallocs));
     add_sample(frees, l, static_cast<double>(s.frees));
     // The allocator's own account wins over our pairing of alloc/free (it saw every block).
     uint64_t used = s.snapshots ? s.snapshot_allocated_bytes : s.allocated_bytes;
     add_sample(allocated, l, static_cast<double>(used));
     uint64_t held = s.reserved_bytes;
-    if (!s.snapshots && cuda_procs_fd_ >= 0) {
+    if (!s.snapshots && cuda_procs_fd_ >= 0 && k.device != USDT_DEVICE_UNKNOWN &&
+        pytorch_devices[k.tgid].size() == 1) {
       cuda_proc c{};
       __u32 pid = k.tgid;
       if (bpf_map_lookup_elem(cuda_procs_fd_, &pid, &c) == 0) held = c.live_bytes + c.vmm_mapped_bytes;

@@ -7,8 +7,11 @@
  *   cuda_workload              the full script above
  *   cuda_workload quick N      N allocations of 1 KiB and their frees, then exit at once (churn)
  *   cuda_workload burst N      after a stdin line, N failing cuMemAlloc_v2 calls as fast as
- *                              possible (a burst of failure events); prints the time taken */
+ *                              possible (a burst of failure events); prints the time taken
+ *   cuda_workload threads T N  after a stdin line, T threads at once, each N cuMemAlloc_v2 of
+ *                              mixed sizes freeing every other one; prints the totals as JSON */
 #include <cuda.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -136,6 +139,63 @@ static int burst(long n)
 	return 0;
 }
 
+struct thread_account {
+	pthread_t thread;
+	long iterations, allocs, small, frees;
+	long long alloc_bytes, live_bytes;
+};
+
+static void *alloc_storm(void *arg)
+{
+	struct thread_account *t = arg;
+	CUdeviceptr p;
+
+	for (long i = 0; i < t->iterations; i++) {
+		size_t size = (i % 3) ? 256 * (size_t)(i % 16 + 1) : (64u << 10) + (size_t)i;
+
+		if (cuMemAlloc(&p, size))
+			continue;
+		t->allocs++;
+		t->alloc_bytes += (long long)size;
+		t->small += size <= 4096;
+		if (i % 2 == 0 && !cuMemFree(p))
+			t->frees++;
+		else
+			t->live_bytes += (long long)size; /* kept to the end: the agent's live bytes */
+	}
+	return NULL;
+}
+
+static int threads(int nthreads, long iterations)
+{
+	struct thread_account t[64] = { 0 };
+	long allocs = 0, small = 0, frees = 0;
+	long long alloc_bytes = 0, live = 0;
+
+	if (nthreads < 1 || nthreads > 64)
+		return 2;
+	printf("ready pid=%d\n", getpid());
+	fflush(stdout);
+	wait_line();
+	for (int i = 0; i < nthreads; i++) {
+		t[i].iterations = iterations;
+		pthread_create(&t[i].thread, NULL, alloc_storm, &t[i]);
+	}
+	for (int i = 0; i < nthreads; i++) {
+		pthread_join(t[i].thread, NULL);
+		allocs += t[i].allocs;
+		small += t[i].small;
+		frees += t[i].frees;
+		alloc_bytes += t[i].alloc_bytes;
+		live += t[i].live_bytes;
+	}
+	printf("{\"pid\": %d, \"threads\": %d, \"allocs\": %ld, \"small_allocs\": %ld, \"alloc_bytes\": %lld, "
+	       "\"frees\": %ld, \"live_bytes\": %lld}\n", getpid(), nthreads, allocs, small, alloc_bytes, frees, live);
+	fflush(stdout);
+	wait_line();
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	CUdeviceptr small[30], big[8], p, async_p, va;
@@ -153,6 +213,8 @@ int main(int argc, char **argv)
 		return quick(atoi(argv[2]));
 	if (argc == 3 && !strcmp(argv[1], "burst"))
 		return burst(atol(argv[2]));
+	if (argc == 4 && !strcmp(argv[1], "threads"))
+		return threads(atoi(argv[2]), atol(argv[3]));
 	if (argc != 1)
 		return 2;
 	printf("ready pid=%d\n", getpid());

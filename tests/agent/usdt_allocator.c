@@ -1,8 +1,13 @@
-/* A caching allocator in miniature with USDT probes shaped like PyTorch's (pytorch:malloc(ptr,
- * size), pytorch:free(ptr)) and the worker's (vigil:alloc_block_alloc/free(address, bytes),
- * vigil:alloc_snapshot(reserved, allocated, largest_free_block)), semaphore-gated as both are.
- * Prints its own account as JSON after a stdin line (the truth), exits after another. */
+/* A caching allocator in miniature with USDT probes laid out as PyTorch's and the worker's,
+ * semaphore-gated as both are. PyTorch's, from c10/cuda/CUDACachingAllocator.cpp:
+ * TORCH_SDT_WITH_SEMAPHORE(malloc, devPtr, device, size, stream.id()) with void *devPtr,
+ * c10::DeviceIndex device (int8_t), size_t size, c10::StreamId (int64_t); and
+ * TORCH_SDT_WITH_SEMAPHORE(free, ptr). The worker's: vigil:alloc_block_alloc/free(address, bytes),
+ * vigil:alloc_snapshot(reserved, allocated, largest_free_block). Blocks go to two devices (0 and
+ * 3) from many threads at once. Prints its own account as JSON after a stdin line (the truth),
+ * exits after another. */
 #define _SDT_HAS_SEMAPHORES 1
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +27,50 @@ SEMAPHORE(vigil, alloc_snapshot);
 
 static uint64_t base = 0x7e0000000000ull;
 static int used[SLOTS];
-static long v_allocs, v_frees, v_snapshots, p_mallocs, p_frees;
-static uint64_t p_allocated;
+static long v_allocs, v_frees, v_snapshots;
+
+/* PyTorch-shaped traffic: THREADS threads, each BLOCKS blocks on device DEVICES[t % 2], freeing
+ * every third; per-device totals summed after the join. */
+#define THREADS 8
+#define BLOCKS 2000
+static const int8_t devices[2] = { 0, 3 };
+
+struct device_account {
+	long mallocs, frees;
+	uint64_t allocated;
+};
+
+struct worker {
+	pthread_t thread;
+	int index;
+	struct device_account account;
+};
+
+static void *pytorch_traffic(void *arg)
+{
+	struct worker *w = arg;
+	const int8_t device = devices[w->index % 2];
+	const int64_t stream_id = 0x100 + w->index; /* a stream id as c10::Stream::id() returns it */
+	char *base_ptr = malloc((size_t)BLOCKS * 1024);
+
+	for (int i = 0; i < BLOCKS; i++) {
+		void *ptr = base_ptr + (size_t)i * 1024;
+		size_t size = 512u * (size_t)(i % 97 + 1); /* sizes past the int8 range of a device index */
+
+		if (pytorch_malloc_semaphore) {
+			STAP_PROBE4(pytorch, malloc, ptr, device, size, stream_id);
+			w->account.mallocs++;
+			w->account.allocated += size;
+		}
+		if (i % 3 == 0 && pytorch_free_semaphore) {
+			STAP_PROBE1(pytorch, free, ptr);
+			w->account.frees++;
+			w->account.allocated -= size;
+		}
+	}
+	free(base_ptr);
+	return NULL;
+}
 
 static uint64_t allocated_bytes(void)
 {
@@ -83,8 +130,6 @@ static void wait_line(void)
 
 int main(void)
 {
-	void *p[100];
-
 	printf("ready pid=%d\n", getpid());
 	fflush(stdout);
 	wait_line();
@@ -97,29 +142,27 @@ int main(void)
 	for (int i = 41; i < 47; i += 2) /* ... except one run of 7 slots */
 		block_free(i);
 
-	for (int i = 0; i < 100; i++) {
-		size_t size = 512u * (size_t)(i + 1);
+	struct worker workers[THREADS] = { 0 };
+	struct device_account per_device[2] = { 0 };
 
-		p[i] = malloc(size);
-		if (pytorch_malloc_semaphore) {
-			STAP_PROBE2(pytorch, malloc, (uint64_t)(uintptr_t)p[i], (uint64_t)size);
-			p_mallocs++;
-			p_allocated += size;
-		}
+	for (int t = 0; t < THREADS; t++) {
+		workers[t].index = t;
+		pthread_create(&workers[t].thread, NULL, pytorch_traffic, &workers[t]);
 	}
-	for (int i = 0; i < 100; i += 3) {
-		if (pytorch_free_semaphore) {
-			STAP_PROBE1(pytorch, free, (uint64_t)(uintptr_t)p[i]);
-			p_frees++;
-			p_allocated -= 512u * (uint64_t)(i + 1);
-		}
-		free(p[i]);
+	for (int t = 0; t < THREADS; t++) {
+		pthread_join(workers[t].thread, NULL);
+		per_device[t % 2].mallocs += workers[t].account.mallocs;
+		per_device[t % 2].frees += workers[t].account.frees;
+		per_device[t % 2].allocated += workers[t].account.allocated;
 	}
-	printf("{\"pid\": %d, \"semaphores_enabled\": %s, "
-	       "\"pytorch\": {\"mallocs\": %ld, \"frees\": %ld, \"allocated\": %llu}, "
+	printf("{\"pid\": %d, \"semaphores_enabled\": %s, \"pytorch\": {"
+	       "\"%d\": {\"mallocs\": %ld, \"frees\": %ld, \"allocated\": %llu}, "
+	       "\"%d\": {\"mallocs\": %ld, \"frees\": %ld, \"allocated\": %llu}}, "
 	       "\"vigil\": {\"mallocs\": %ld, \"frees\": %ld, \"snapshots\": %ld, \"reserved\": %llu, "
 	       "\"allocated\": %llu, \"largest_free\": %llu}}\n",
-	       getpid(), enabled ? "true" : "false", p_mallocs, p_frees, (unsigned long long)p_allocated,
+	       getpid(), enabled ? "true" : "false",
+	       devices[0], per_device[0].mallocs, per_device[0].frees, (unsigned long long)per_device[0].allocated,
+	       devices[1], per_device[1].mallocs, per_device[1].frees, (unsigned long long)per_device[1].allocated,
 	       v_allocs, v_frees, v_snapshots, (unsigned long long)SLOTS * SLOT,
 	       (unsigned long long)allocated_bytes(), (unsigned long long)largest_free());
 	fflush(stdout);

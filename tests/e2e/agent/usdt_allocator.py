@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""USDT truth test: a program with semaphore-gated probes shaped like PyTorch's pytorch:malloc/free
-and the worker's vigil:alloc_block_alloc/free/alloc_snapshot reports its own allocator account.
+"""USDT truth test: a program with semaphore-gated probes laid out as PyTorch's pytorch:malloc/free
+(checked here against its ELF note: pointer, int8 device index, size, int64 stream id, as
+c10/cuda/CUDACachingAllocator.cpp fires them) and the worker's vigil:alloc_block_alloc/free/
+alloc_snapshot reports its own allocator account, PyTorch's per device, from 8 threads at once.
 The agent (given the binary in libraries.usdt) must enable the semaphores and export the same
-numbers, plus cached slack and external fragmentation computed from them.
+numbers, per gpu label, plus cached slack and external fragmentation computed from them.
 usage: usdt_allocator.py VIGIL_AGENT USDT_ALLOCATOR"""
 import json
+import re
 import os
 import subprocess
 import sys
@@ -19,9 +22,30 @@ def expect(name, got, want):
     return ok
 
 
+def note_args(program, provider, name):
+    """The argument specs ("8@%rax", "-1@%sil", ...) of PROVIDER:NAME in PROGRAM's stapsdt notes."""
+    text = subprocess.run(['readelf', '-n', program], capture_output=True, text=True, check=True).stdout
+    for m in re.finditer(r'Provider: (\S+)\s+Name: (\S+)\s+Location:.*?Arguments: ([^\n]*)', text, re.S):
+        if (m.group(1), m.group(2)) == (provider, name):
+            return m.group(3).split()
+    fail('%s:%s not in the ELF notes of %s' % (provider, name, program))
+
+
+def check_pytorch_layout(program):
+    """PyTorch's layout: void *devPtr (8, unsigned), c10::DeviceIndex (int8: -1), size_t (8),
+    c10::StreamId (int64: -8); free(ptr) with one pointer."""
+    sizes = [a.split('@')[0] for a in note_args(program, 'pytorch', 'malloc')]
+    print('pytorch:malloc argument sizes %s' % sizes)
+    if sizes != ['8', '-1', '8', '-8']:
+        fail("the test program's pytorch:malloc is not PyTorch's (8, -1, 8, -8): %s" % sizes)
+    if [a.split('@')[0] for a in note_args(program, 'pytorch', 'free')] != ['8']:
+        fail("the test program's pytorch:free is not PyTorch's (one pointer)")
+
+
 def main():
     require_root()
     agent_bin, program = sys.argv[1], os.path.realpath(sys.argv[2])
+    check_pytorch_layout(program)
     # No discovery: a vigil-worker someone runs on the same machine would add its own probes.
     config = 'probes: {tcp: false, cuda: false, nccl: false}\nlibraries: {discover: false, usdt: [%s]}\n' % program
     with Agent(agent_bin, config) as agent:
@@ -39,14 +63,17 @@ def main():
         s = agent.scrape()
         promtool_check(agent)
         ok = True
-        for alloc in ('pytorch', 'vigil'):
-            t = truth[alloc]
-            q = dict(pid=pid, allocator=alloc)
+        # Device 0 and device 3 apart, and the worker's allocator with no device.
+        accounts = [(dict(allocator='pytorch', gpu=gpu), t) for gpu, t in sorted(truth['pytorch'].items())]
+        accounts.append((dict(allocator='vigil', gpu=''), truth['vigil']))
+        for labels, t in accounts:
+            alloc = '%(allocator)s gpu=%(gpu)s' % labels
+            q = dict(pid=pid, **labels)
             ok &= expect(alloc + ' gpu_memory_allocator_block_allocations_total', total(s, 'gpu_memory_allocator_block_allocations_total', **q), t['mallocs'])
             ok &= expect(alloc + ' gpu_memory_allocator_block_frees_total', total(s, 'gpu_memory_allocator_block_frees_total', **q), t['frees'])
             ok &= expect(alloc + ' gpu_memory_allocator_allocated_bytes', total(s, 'gpu_memory_allocator_allocated_bytes', **q), t['allocated'])
         v = truth['vigil']
-        q = dict(pid=pid, allocator='vigil')
+        q = dict(pid=pid, allocator='vigil', gpu='')
         ok &= expect('vigil gpu_memory_allocator_reserved_bytes', total(s, 'gpu_memory_allocator_reserved_bytes', **q), v['reserved'])
         ok &= expect('vigil gpu_memory_cached_slack_ratio', total(s, 'gpu_memory_cached_slack_ratio', **q),
                      (v['reserved'] - v['allocated']) / v['reserved'])

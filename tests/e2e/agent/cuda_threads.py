@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""No lost updates: 8 threads of one process allocate and free through the driver API at once (the
+stand-in libcuda), and every per-process counter the agent exports equals the workload's own
+totals exactly: allocations, small allocations, calls by function, the size histogram's count and
+sum, and the live bytes. A plain `++` on the shared map value loses counts when two threads
+update it on two CPUs at the same time (bpf_atomic_updates checks the bytecode for that form).
+usage: cuda_threads.py VIGIL_AGENT CUDA_WORKLOAD"""
+import json
+import subprocess
+import sys
+import time
+
+from harness import Agent, fail, mapped_path, require_root, total, wait_attached
+
+THREADS, ITERATIONS = 8, 20000
+
+
+def main():
+    require_root()
+    agent_bin, workload_bin = sys.argv[1], sys.argv[2]
+    with Agent(agent_bin, 'probes: {tcp: false, nccl: false}\n') as agent:
+        w = subprocess.Popen([workload_bin, 'threads', str(THREADS), str(ITERATIONS)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        if not w.stdout.readline().startswith('ready'):
+            fail('workload did not start')
+        wait_attached(agent, 'cuda', mapped_path(w.pid, 'libcuda.so'))
+        w.stdin.write('\n')
+        w.stdin.flush()
+        truth = json.loads(w.stdout.readline())
+        pid = truth['pid']
+        time.sleep(0.5)
+        s = agent.scrape()
+        checks = [
+            ('gpu_memory_allocations_total', truth['allocs']),
+            ('gpu_memory_small_allocations_total', truth['small_allocs']),
+            ('gpu_memory_allocation_size_bytes_count', truth['allocs']),
+            ('gpu_memory_allocation_size_bytes_sum', truth['alloc_bytes']),
+            ('gpu_memory_driver_allocated_bytes', truth['live_bytes']),
+        ]
+        calls = {l['function']: v for n, l, v in s if n == 'cuda_driver_calls_total' and l.get('pid') == str(pid)}
+        ok = True
+        for name, want in checks:
+            got = total(s, name, pid=pid)
+            print('%-44s agent %-12d workload %-12d %s' % (name, got, want, 'ok' if got == want else 'MISMATCH'))
+            ok &= got == want
+        for fn, want in (('cuMemAlloc_v2', THREADS * ITERATIONS), ('cuMemFree_v2', truth['frees'])):
+            got = calls.get(fn, 0)
+            print('%-44s agent %-12d workload %-12d %s' % ('cuda_driver_calls_total{function="%s"}' % fn, got, want,
+                                                          'ok' if got == want else 'MISMATCH'))
+            ok &= got == want
+        drops = total(s, 'vigil_agent_ringbuf_drops_total', set='cuda')
+        w.stdin.write('\n')
+        w.stdin.flush()
+        w.wait(timeout=10)
+        if not ok:
+            fail('the agent lost updates of %d threads (ring buffer drops: %d)' % (THREADS, drops))
+    print('ok')
+
+
+if __name__ == '__main__':
+    main()

@@ -13,9 +13,11 @@ local where = '(pod {{ $labels.pod }} in {{ $labels.namespace }})';
 local proc = 'process {{ $labels.comm }} (pid {{ $labels.pid }}{{ with $labels.pod_uid }}, pod UID {{ . }}{{ end }}) on {{ $labels.node }} ({{ $labels.instance }})';
 
 // Failures counted in the window. The agent creates a failure counter's series at the first
-// failure, so increase() alone misses the first ones (a burst of 3 launch failures in one scrape
-// would never page); a series absent one window ago counts from zero. The price: for one window
-// after Prometheus starts with no history, every existing count looks new.
+// failure (by error), or with a process it just saw, so increase() alone misses the first ones (a
+// burst of 3 launch failures in one scrape would never page); a series absent one window ago
+// counts from zero. Used for every alert on such a counter. The price: for one window after
+// Prometheus starts with no history, every existing count looks new. A window longer than the
+// alert's `for` lets a single burst fire.
 local failuresIn(metric, window) =
   '(%(m)s unless %(m)s offset %(w)s or increase(%(m)s[%(w)s]))' % { m: metric, w: window };
 
@@ -64,14 +66,20 @@ local burn(long, short, factor) =
         ),
         alert(
           'VigilGpuAllocationFailures', 'warning', 'P2', 'agent',
-          'sum %(P)s (increase(gpu_memory_allocation_failures_total{%(sel)s}[%(w)s])) > 0' % { P: by(c.processLabels + ['error']), sel: c.agentSelector, w: c.allocationFailureWindow },
+          'sum %(P)s %(failures)s > 0' % {
+            P: by(c.processLabels + ['error']),
+            failures: failuresIn('gpu_memory_allocation_failures_total{%s}' % c.agentSelector, c.allocationFailureWindow),
+          },
           c.warningFor,
           'GPU memory allocations fail.',
           '{{ $value | humanize }} GPU allocation calls failed with {{ $labels.error }} in the last %(w)s for %(proc)s.' % { w: c.allocationFailureWindow, proc: proc },
         ),
         alert(
           'VigilCudaCaptureAllocations', 'warning', 'P2', 'agent',
-          'sum %(P)s (increase(cuda_stream_capture_allocations_total{%(sel)s}[%(w)s])) > 0' % { P: P, sel: c.agentSelector, w: c.captureAllocationWindow },
+          'sum %(P)s %(failures)s > 0' % {
+            P: P,
+            failures: failuresIn('cuda_stream_capture_allocations_total{%s}' % c.agentSelector, c.captureAllocationWindow),
+          },
           c.warningFor,
           'A process allocates GPU memory while a CUDA stream capture is open.',
           '{{ $value | humanize }} allocation calls during stream capture in the last %(w)s for %(proc)s; each one invalidates the capture and the graph falls back or fails.' % { w: c.captureAllocationWindow, proc: proc },

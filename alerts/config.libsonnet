@@ -29,7 +29,7 @@
     retransmitStormPerSecond: 5,
     retransmitWindow: '5m',
 
-    allocationFailureWindow: '5m',
+    allocationFailureWindow: '10m',  // longer than warningFor: one burst fires
     captureAllocationWindow: '10m',
     warningFor: '5m',
 

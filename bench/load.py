@@ -5,8 +5,10 @@ Open loop: Poisson arrivals at a given rate, prompt and output lengths drawn fro
 distribution (mostly short, some long), streamed over SSE; reports generation throughput and
 P50/P99 of time to first token and inter-token latency, per scheduling policy, side by side.
 Closed loop: N concurrent streams back to back for a while; aggregate generation tokens/s.
-Every request is accounted for: lost (no final chunk, or fewer tokens than asked for) and
-duplicated (a request id answered twice) are counted and fail the run.
+Every request is accounted for, from what the server itself sends: lost (no final chunk, or, with
+ignore_eos, fewer tokens than asked for by the server's own usage count) and duplicated (a response
+id the server gave two requests, a chunk of another stream's id inside a stream, or more chunks
+than the tokens the server says it generated) are counted and fail the run.
 
 usage:
   bench/load.py sweep   [--rates 2,4,8] [--requests 60] [--policies fcfs,priority,token_budget,token_budget@0]
@@ -111,8 +113,9 @@ def one_request(port, model, req_id, prompt_len, max_tokens, priority, rng_seed,
     # Text both servers accept (llama.cpp's refuses token-id prompts); ~1 token per word here.
     prompt = " ".join(rng.choice(WORDS) for _ in range(prompt_len))
     body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "stream": True, "temperature": 0,
-            "ignore_eos": True, "priority": priority}
-    rec = {"id": req_id, "sent": time.perf_counter(), "tokens": [], "done": False, "status": None}
+            "ignore_eos": True, "priority": priority, "stream_options": {"include_usage": True}}
+    rec = {"id": req_id, "sent": time.perf_counter(), "tokens": [], "done": False, "status": None,
+           "response_ids": [], "usage_tokens": None}
     try:
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
         c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
@@ -128,6 +131,10 @@ def one_request(port, model, req_id, prompt_len, max_tokens, priority, rng_seed,
                     rec["done"] = True
                     break
                 chunk = json.loads(data)
+                if chunk.get("id") is not None:
+                    rec["response_ids"].append(chunk["id"])
+                if chunk.get("usage"):
+                    rec["usage_tokens"] = chunk["usage"].get("completion_tokens")
                 if chunk.get("choices") and chunk["choices"][0].get("text"):
                     rec["tokens"].append(time.perf_counter())
         c.close()
@@ -174,15 +181,38 @@ def pct(values, q):
     return v[min(len(v) - 1, int(q * len(v)))]
 
 
+def duplicated(results):
+    """Requests whose answer repeats or mixes streams, by the server's own ids and counts: a response
+    id the server gave another request too, a chunk with another id inside the stream, or more text
+    chunks than the completion tokens its usage chunk reports (each chunk carries at least one)."""
+    owners = {}
+    for r in results:
+        for rid in set(r["response_ids"]):
+            owners.setdefault(rid, set()).add(r["id"])
+    dup = []
+    for r in results:
+        ids = set(r["response_ids"])
+        if (len(ids) > 1 or any(len(owners[i]) > 1 for i in ids)
+                or (r["usage_tokens"] is not None and len(r["tokens"]) > r["usage_tokens"])):
+            dup.append(r)
+    return dup
+
+
+def is_lost(r):
+    """Not finished: an error, a stream without [DONE] or tokens, or (ignore_eos) fewer tokens than
+    asked for, by the server's usage count when it sends one."""
+    if r["status"] != 200 or not r["done"] or not r["tokens"]:
+        return True
+    return r["usage_tokens"] is not None and r["usage_tokens"] < r["max_tokens"]
+
+
 def summarize(results, wall):
-    ids = [r["id"] for r in results]
-    dup = len(ids) - len(set(ids))
+    dup = len(duplicated(results))
     # Answered 429 (queue full, with Retry-After) is an explicit refusal, and a client that gave up
     # waiting is the client's; lost is everything else that did not finish: errors, cut streams.
     rejected = [r for r in results if r["status"] == 429]
     gave_up = [r for r in results if str(r.get("error", "")).startswith("client timeout")]
-    lost = [r for r in results if r not in rejected and r not in gave_up
-            and (r["status"] != 200 or not r["done"] or not r["tokens"])]
+    lost = [r for r in results if r not in rejected and r not in gave_up and is_lost(r)]
     ttft = [r["tokens"][0] - r["sent"] for r in results if r["tokens"]]
     itl = [b - a for r in results for a, b in zip(r["tokens"], r["tokens"][1:])]
     # Streamed chunks carry one token each (rarely more: UTF-8 held back), so they count the work

@@ -47,6 +47,10 @@ std::vector<prometheus::MetricFamily> AllocatorCollector::Collect() const {
                               "Bytes the caching allocator holds from the driver.", MetricType::Gauge);
   auto mallocs = make_family("gpu_memory_allocator_block_allocations_total", "Blocks handed out.", MetricType::Counter);
   auto frees = make_family("gpu_memory_allocator_block_frees_total", "Blocks given back.", MetricType::Counter);
+  auto paired = make_family("gpu_memory_allocator_paired_bytes",
+                            "Bytes of the blocks the agent saw handed out and not given back (its own pairing of "
+                            "the alloc and free probes; 0-floored only by what it missed before attaching).",
+                            MetricType::Gauge);
   auto slack = make_family("gpu_memory_cached_slack_ratio", "(reserved - allocated) / reserved of the caching allocator.",
                            MetricType::Gauge);
   auto external = make_family("gpu_memory_external_fragmentation_ratio",
@@ -69,6 +73,7 @@ std::vector<prometheus::MetricFamily> AllocatorCollector::Collect() const {
                    {"gpu", k.device == USDT_DEVICE_UNKNOWN ? "" : std::to_string(k.device)}};
     add_sample(mallocs, l, static_cast<double>(s.mallocs));
     add_sample(frees, l, static_cast<double>(s.frees));
+    add_sample(paired, l, static_cast<double>(s.allocated_bytes));
     // The allocator's own account wins over our pairing of alloc/free (it saw every block).
     uint64_t used = s.snapshots ? s.snapshot_allocated_bytes : s.allocated_bytes;
     add_sample(allocated, l, static_cast<double>(used));
@@ -85,7 +90,7 @@ std::vector<prometheus::MetricFamily> AllocatorCollector::Collect() const {
     if (s.snapshots && held > used)
       add_sample(external, l, 1.0 - static_cast<double>(s.largest_free_block_bytes) / static_cast<double>(held - used));
   }
-  return {allocated, reserved, mallocs, frees, slack, external};
+  return {allocated, paired, reserved, mallocs, frees, slack, external};
 }
 
 }  // namespace vigil::agent

@@ -126,7 +126,7 @@ int generate_command(int argc, char** argv) {
     messages.push_back({"user", o.prompt});
     prompt = encode_chat(vocab, messages, true);
   } else {
-    prompt = vocab.encode(o.prompt, false);
+    prompt = vocab.encode(o.prompt, true);  // a raw prompt may write its own ChatML, as llama.cpp's CLI reads it
   }
   const int needed = static_cast<int>(prompt.size()) + o.gen.max_tokens;
   const int n_ctx = o.ctx > 0 ? o.ctx : needed;
@@ -147,7 +147,9 @@ int generate_command(int argc, char** argv) {
 
   GenerateResult r;
   try {
-    r = generator.generate(prompt, o.gen, [](std::string_view text) {
+    r = generator.generate(prompt, o.gen, [](std::string_view piece) {
+      // A generation cut at the token limit can end inside a character: U+FFFD, as the server.
+      const std::string text = with_replacement_characters(piece);
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
       return true;

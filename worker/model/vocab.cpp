@@ -478,4 +478,35 @@ std::string Utf8Streamer::flush() {
   return out;
 }
 
+std::string with_replacement_characters(std::string_view bytes) {
+  static constexpr char kReplacement[] = "\xEF\xBF\xBD";
+  std::string out;
+  out.reserve(bytes.size());
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const uint8_t b = byte_at(bytes, i);
+    // Length and the allowed range of the second byte (the ranges exclude overlong forms,
+    // surrogates and code points past U+10FFFF), from the lead byte.
+    size_t need = 0;
+    uint8_t lo = 0x80, hi = 0xBF;
+    if (b < 0x80) need = 1;
+    else if (b >= 0xC2 && b <= 0xDF) need = 2;
+    else if (b >= 0xE0 && b <= 0xEF) need = 3, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+    else if (b >= 0xF0 && b <= 0xF4) need = 4, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+    size_t n = need ? 1 : 0;
+    while (n && n < need && i + n < bytes.size()) {
+      const uint8_t c = byte_at(bytes, i + n);
+      if (c < (n == 1 ? lo : 0x80) || c > (n == 1 ? hi : 0xBF)) break;
+      ++n;
+    }
+    // A complete character is copied; the longest prefix of one that breaks off (or a byte that
+    // starts none) is one U+FFFD, and the next byte starts afresh: the Unicode "maximal subpart"
+    // practice, which the server's JSON encoder follows too.
+    if (need && n == need) out.append(bytes.substr(i, n));
+    else out += kReplacement;
+    i += n ? n : 1;
+  }
+  return out;
+}
+
 }  // namespace vigil

@@ -86,4 +86,9 @@ class Utf8Streamer {
   std::string pending_;
 };
 
+// `bytes` as valid UTF-8: every ill-formed sequence (a stray continuation byte, a bad lead byte, a
+// sequence cut short, an overlong or surrogate encoding) becomes one U+FFFD, as the server's JSON
+// encoder writes it. For text printed to a terminal, e.g. a generation cut mid-character.
+std::string with_replacement_characters(std::string_view bytes);
+
 }  // namespace vigil

@@ -15,7 +15,7 @@ EngineBackend::EngineBackend(const LlamaModel& model, const Vocab& vocab, const 
       adapters_(model, adapter_dir),
       engine_(std::make_unique<Engine>(model, vocab, config, &adapters_)) {}
 
-std::vector<int32_t> EngineBackend::tokenize(std::string_view text) const { return vocab_.encode(text, false); }
+std::vector<int32_t> EngineBackend::tokenize(std::string_view text) const { return vocab_.encode(text, true); }
 
 std::vector<int32_t> EngineBackend::tokenize_chat(const std::vector<ChatTurn>& messages) const {
   std::vector<ChatMessage> chat;

@@ -16,7 +16,9 @@ class InferenceBackend {
  public:
   virtual ~InferenceBackend() = default;
 
-  // A completions prompt as token ids (no special-token parsing: user text stays text).
+  // A raw completions prompt as token ids. Special-token text is parsed, as llama-server and vLLM
+  // do: a client that writes its own ChatML gets the model's turns. Chat message content never is
+  // (tokenize_chat): there a user must not be able to forge a turn.
   virtual std::vector<int32_t> tokenize(std::string_view text) const = 0;
   // Chat messages through the model's chat template, ending with the assistant's turn.
   virtual std::vector<int32_t> tokenize_chat(const std::vector<ChatTurn>& messages) const = 0;

@@ -66,6 +66,9 @@ WorkerMetrics::WorkerMetrics(const std::string& model, std::string_view version,
       alloc_fragmentation_(BuildGauge().Name("vigil_worker_allocator_fragmentation_ratio")
                                .Help("1 - largest free block / free bytes inside reserved memory (0-1).")
                                .Register(*registry_).Add({})),
+      alloc_blocks_(BuildGauge().Name("vigil_worker_allocator_blocks")
+                        .Help("Blocks the caching allocator has handed out and not taken back.")
+                        .Register(*registry_).Add({})),
       prompt_tokens_(BuildCounter().Name("vigil_worker_prompt_tokens_total")
                          .Help("Prompt tokens of finished requests.").Register(*registry_).Add({})),
       generation_tokens_(BuildCounter().Name("vigil_worker_generation_tokens_total")
@@ -148,6 +151,7 @@ std::string WorkerMetrics::scrape(const EngineStats& stats) {
   alloc_allocated_.Set(static_cast<double>(stats.allocator.allocated_bytes));
   alloc_largest_free_.Set(static_cast<double>(stats.allocator.largest_free_block));
   alloc_fragmentation_.Set(stats.allocator.external_fragmentation());
+  alloc_blocks_.Set(static_cast<double>(stats.allocator.blocks));
   advance(prefix_queries_, prefix_queries_seen_, stats.prefix_cache_queries);
   advance(prefix_hits_, prefix_hits_seen_, stats.prefix_cache_hits);
   advance(preemptions_, preemptions_seen_, stats.preemptions);

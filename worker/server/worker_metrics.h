@@ -58,6 +58,7 @@ class WorkerMetrics {
   prometheus::Gauge& alloc_allocated_;
   prometheus::Gauge& alloc_largest_free_;
   prometheus::Gauge& alloc_fragmentation_;
+  prometheus::Gauge& alloc_blocks_;
   prometheus::Counter& prompt_tokens_;
   prometheus::Counter& generation_tokens_;
   std::array<prometheus::Counter*, 4> success_{};  // by FinishReason (kStop .. kError)

@@ -3,16 +3,32 @@
 streams over TCP between two network namespaces; the link is then blackholed with nftables. The
 agent must report the stall for that pid — tcp_stall_seconds within the time since the blackhole
 began (the first timeout fires one RTO after it) — and nccl_tcp_timeout_risk_ratio equal to
-(stall + next wait) / collective timeout, rising towards 1 as the backoff grows.
+(stall + next wait) / collective timeout, rising towards 1 as the backoff grows. The ratio is also
+checked against numbers the agent did not produce: the kernel's own view of the socket from
+`ss -ti` in the sender's namespace (`lastack`: time since the peer last acknowledged, i.e. since
+progress stopped; `rto`: the wait the kernel has armed for the next retransmit), less the RTO the
+socket had before the blackhole (the first timeout fires one RTO after the last progress).
 usage: nccl_tcp_correlation.py VIGIL_AGENT NCCL_STALL TCP_BULK"""
+import re
 import subprocess
 import sys
 import time
 
-from harness import Agent, fail, require_root, total
+from harness import Agent, fail, require_root, sh, total
 from tcp_retransmits import B_ADDR, Namespaces
 
 TIMEOUT_S = 10
+PORT = 5203
+
+
+def kernel_socket(ns):
+    """rto, lastack and backoff (seconds, seconds, count) of the stream's socket from `ss -ti`."""
+    out = sh('ip', 'netns', 'exec', ns, 'ss', '-tin', 'dst', '%s:%d' % (B_ADDR, PORT)).stdout
+    rto, lastack = re.search(r'\brto:([\d.]+)', out), re.search(r'\blastack:(\d+)', out)
+    if not rto or not lastack:
+        fail('no rto/lastack for the stream in `ss -ti`: ' + out)
+    backoff = re.search(r'\bbackoff:(\d+)', out)
+    return float(rto.group(1)) / 1e3, float(lastack.group(1)) / 1e3, int(backoff.group(1)) if backoff else 0
 
 
 def main():
@@ -22,10 +38,10 @@ def main():
     config = ('probes: {cuda: false, usdt: false}\ncorrelation: {collective_timeout: %ds}\n'
               'libraries: {nccl: [/usr/local/cuda/lib64/libnccl.so.2]}\n' % TIMEOUT_S)
     with Namespaces() as nets, Agent(agent_bin, config) as agent:
-        server = subprocess.Popen(['ip', 'netns', 'exec', nets.b, bulk, 'listen', '5203', '0'],
+        server = subprocess.Popen(['ip', 'netns', 'exec', nets.b, bulk, 'listen', str(PORT), '0'],
                                   stdout=subprocess.PIPE, text=True)
         server.stdout.readline()
-        client = subprocess.Popen(['ip', 'netns', 'exec', nets.a, stall_bin, B_ADDR, '5203'],
+        client = subprocess.Popen(['ip', 'netns', 'exec', nets.a, stall_bin, B_ADDR, str(PORT)],
                                   stdout=subprocess.PIPE, text=True)
         try:
             line = client.stdout.readline()
@@ -37,6 +53,7 @@ def main():
             risk0 = total(before, 'nccl_tcp_timeout_risk_ratio', pid=pid)
             if total(before, 'tcp_retransmits_total', pid=pid) != 0:
                 fail("retransmits before the blackhole (a lossy link): the stall's start would be ambiguous")
+            rto_before = kernel_socket(nets.a)[0]
             blackhole = time.time()
             nets.nft(nets.b, 100)
             results = []
@@ -54,6 +71,14 @@ def main():
                     fail("stall %.3f s is not within the %.1f s since the blackhole (first timeout after one RTO)" % (stall, elapsed))
                 if abs(risk - want) > 1e-3:
                     fail("risk ratio %.4f differs from (stall + next wait) / timeout = %.4f" % (risk, want))
+                k_rto, k_lastack, k_backoff = kernel_socket(nets.a)
+                kernel_risk = (k_lastack - rto_before + min(k_rto, 120)) / TIMEOUT_S
+                print("   kernel (ss -ti): rto %.3f s, lastack %.3f s, backoff %d: risk %.4f" % (
+                    k_rto, k_lastack, k_backoff, kernel_risk))
+                # The two reads are a few ms apart; the first timeout's exact moment is within one
+                # RTO of the last progress.
+                if abs(risk - kernel_risk) > (rto_before + 0.1) / TIMEOUT_S:
+                    fail("risk ratio %.4f differs from the kernel's view %.4f" % (risk, kernel_risk))
                 results.append(risk)
             print("risk before the blackhole %.4f" % risk0)
             if not (risk0 == 0 and results[0] < results[1]):

@@ -2,7 +2,10 @@
 """The real vigil-worker serving requests, watched through its USDT probes (vigil:alloc_block_*,
 vigil:alloc_snapshot): once the requests are done, the agent's allocator numbers for the worker's
 pid must equal the worker's own /metrics (vigil_worker_allocator_*): reserved, allocated and the
-external fragmentation both compute from the largest free block.
+external fragmentation both compute from the largest free block. Those three come through the
+worker's snapshot probe, so the agent's own work is checked too: its pairing of the alloc/free
+probes (blocks handed out minus given back, and their bytes) must equal the worker's live blocks
+and allocated bytes.
 usage: worker_allocator.py VIGIL_AGENT VIGIL_WORKER MODEL"""
 import json
 import os
@@ -71,9 +74,13 @@ def main():
                          total(w, 'vigil_worker_allocator_allocated_bytes'))
             ok &= expect('external fragmentation ratio', total(s, 'gpu_memory_external_fragmentation_ratio', **q),
                          total(w, 'vigil_worker_allocator_fragmentation_ratio'))
-            print("blocks: %d handed out, %d given back (agent)" % (
-                total(s, 'gpu_memory_allocator_block_allocations_total', **q),
-                total(s, 'gpu_memory_allocator_block_frees_total', **q)))
+            handed = total(s, 'gpu_memory_allocator_block_allocations_total', **q)
+            back = total(s, 'gpu_memory_allocator_block_frees_total', **q)
+            print("blocks: %d handed out, %d given back (agent)" % (handed, back))
+            ok &= expect('live blocks (agent: allocations - frees)', handed - back,
+                         total(w, 'vigil_worker_allocator_blocks'))
+            ok &= expect('live block bytes (agent pairing)', total(s, 'gpu_memory_allocator_paired_bytes', **q),
+                         total(w, 'vigil_worker_allocator_allocated_bytes'))
             if not ok:
                 fail("the agent's allocator numbers differ from the worker's own")
         finally:

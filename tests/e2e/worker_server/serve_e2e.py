@@ -189,6 +189,14 @@ def test_main():
                          and "named SmolLM" in c["text"])
         check(chat_plain[:2] == chat_stream[:2] and chat_plain[0] and reference.startswith(chat_plain[0]),
               f"chat streamed == non-streamed == llama.cpp's greedy answer ({chat_plain[0]!r})")
+        # A raw prompt that writes its own ChatML: its special tokens parse as llama.cpp's
+        # tokenize(special=True) parses them (the fixture's prompt ids), and the answer is llama.cpp's.
+        case = next(c for c in fixture["cases"] if c["kind"] == "chat" and "capital of France" in c["text"]
+                    and "named SmolLM" in c["text"])
+        chatml = complete(port, {"prompt": case["text"], "max_tokens": 24, "temperature": 0})
+        check(chatml[2]["prompt_tokens"] == len(case["prompt_ids"]) and chatml[0] and reference.startswith(chatml[0]),
+              f"raw ChatML prompt: {chatml[2]['prompt_tokens']} tokens as llama.cpp's {len(case['prompt_ids'])}, "
+              f"its greedy answer ({chatml[0]!r})")
         status, _, raw = call(port, "POST", "/v1/completions", {**base, "prompt": [504, 3458, 282, 4649, 314]})
         check(status == 200 and json.loads(raw)["usage"]["prompt_tokens"] == 5, "token-id prompt")
 

@@ -318,6 +318,25 @@ TEST(Utf8Streamer, HoldsAnIncompleteSequenceUntilComplete) {
   EXPECT_EQ(s.flush(), "");
 }
 
+TEST(ReplacementCharacters, ValidTextIsUnchanged) {
+  const std::string text = "a\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80z";
+  EXPECT_EQ(with_replacement_characters(text), text);
+  EXPECT_EQ(with_replacement_characters(""), "");
+}
+
+// As the server's JSON encoder (nlohmann's error_handler_t::replace) writes the same bytes.
+TEST(ReplacementCharacters, EachIllFormedSequenceIsOneReplacement) {
+  const std::string fffd = "\xef\xbf\xbd";
+  // A generation cut after the first two bytes of a 3-byte character.
+  EXPECT_EQ(with_replacement_characters("ok\xe4\xb8"), "ok" + fffd);
+  EXPECT_EQ(with_replacement_characters("\x80\x80"), fffd + fffd);         // stray continuations
+  EXPECT_EQ(with_replacement_characters("\xff" "a"), fffd + "a");            // never a lead byte
+  EXPECT_EQ(with_replacement_characters("\xe4" "a"), fffd + "a");            // cut by another char
+  EXPECT_EQ(with_replacement_characters("\xc0\xaf"), fffd + fffd);            // overlong '/'
+  EXPECT_EQ(with_replacement_characters("\xed\xa0\x80"), fffd + fffd + fffd);  // a surrogate
+  EXPECT_EQ(with_replacement_characters("\xf4\x90\x80\x80"), fffd + fffd + fffd + fffd);  // > U+10FFFF
+}
+
 TEST(Utf8Streamer, InvalidBytesPassThroughAndFlushReleasesTheTail) {
   Utf8Streamer s;
   EXPECT_EQ(s.push("\xff"), "\xff");

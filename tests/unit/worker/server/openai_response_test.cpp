@@ -3,7 +3,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
+
+#include "model/vocab.h"
 
 namespace vigil {
 namespace {
@@ -87,6 +92,20 @@ TEST(OpenAiResponse, Models) {
   EXPECT_EQ(m["data"][0]["max_model_len"], 2048);
   EXPECT_EQ(m["data"][1]["id"], "sql-lora");
   EXPECT_EQ(m["data"][1]["parent"], "smol");
+}
+
+// The CLI's U+FFFD for bad bytes (with_replacement_characters) is what the server sends for the
+// same bytes: nlohmann's encoder with error_handler_t::replace, which the response bodies use.
+TEST(ReplacementCharacters, SameAsTheServersJsonEncoder) {
+  const std::vector<std::string> cases = {
+      "ok",         "ok\xe4\xb8",       "\x80\x80",          "\xff" "a",          "\xe4" "a",
+      "\xc0\xaf",   "\xed\xa0\x80",    "\xf4\x90\x80\x80", "\xf0\x9f\x98",     "a\xf0\x9f\x98\x80" "b",
+      "\xe0\x80\xaf", "\xc3\xa9\xc3", "\xf5\x80",          "\xe1\x80\xe1\x80"};
+  for (const std::string& bytes : cases) {
+    const std::string server =
+        json::parse(json(bytes).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
+    EXPECT_EQ(with_replacement_characters(bytes), server) << json(bytes).dump(-1, ' ', true, json::error_handler_t::replace);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""bench/load.py's accounting on hand-made stream records: a response id the server gave two
+requests, a chunk of another stream inside a stream, more chunks than the server's usage count,
+and an ignore_eos stream cut short by the server's own count are all caught; clean records are
+not. (Session 2's check counted duplicates among the client's own loop indices: always 0.)"""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'bench'))
+import load  # noqa: E402
+
+
+def record(req_id, response_id, chunks=4, usage=4, max_tokens=4, done=True):
+    return {'id': req_id, 'sent': 0.0, 'tokens': [0.1 * (i + 1) for i in range(chunks)], 'done': done,
+            'status': 200, 'response_ids': [response_id] * (chunks + 1), 'usage_tokens': usage,
+            'max_tokens': max_tokens, 'end': 1.0}
+
+
+class Accounting(unittest.TestCase):
+    def test_clean_streams(self):
+        s = load.summarize([record(0, 'cmpl-a'), record(1, 'cmpl-b')], 1.0)
+        self.assertEqual((s['lost'], s['duplicated']), (0, 0))
+
+    def test_one_response_id_for_two_requests(self):
+        s = load.summarize([record(0, 'cmpl-a'), record(1, 'cmpl-a')], 1.0)
+        self.assertEqual(s['duplicated'], 2)
+
+    def test_a_chunk_of_another_stream(self):
+        mixed = record(0, 'cmpl-a')
+        mixed['response_ids'][2] = 'cmpl-b'
+        self.assertEqual(load.summarize([mixed, record(1, 'cmpl-b')], 1.0)['duplicated'], 2)
+
+    def test_more_chunks_than_tokens_generated(self):
+        self.assertEqual(load.summarize([record(0, 'cmpl-a', chunks=5, usage=4)], 1.0)['duplicated'], 1)
+
+    def test_ignore_eos_stream_short_of_max_tokens_is_lost(self):
+        s = load.summarize([record(0, 'cmpl-a', chunks=3, usage=3, max_tokens=4)], 1.0)
+        self.assertEqual(s['lost'], 1)
+
+    def test_stream_without_done_is_lost(self):
+        self.assertEqual(load.summarize([record(0, 'cmpl-a', done=False)], 1.0)['lost'], 1)
+
+
+if __name__ == '__main__':
+    unittest.main()

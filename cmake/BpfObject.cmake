@@ -54,6 +54,8 @@ function(bpf_object name source)
   add_custom_target(${name}_skel_gen DEPENDS ${skel})
   add_library(${name}_skel INTERFACE)
   add_dependencies(${name}_skel ${name}_skel_gen)
+  # Every object, for checks of the bytecode (tests/agent: bpf_atomic_updates).
+  set_property(GLOBAL APPEND PROPERTY VIGIL_BPF_OBJECTS ${obj})
   # Generated skeletons are C written for C; SYSTEM keeps our C++ warnings off them.
   target_include_directories(${name}_skel SYSTEM INTERFACE ${VIGIL_BPF_GEN_DIR})
   target_include_directories(${name}_skel INTERFACE ${src_dir})

@@ -43,30 +43,18 @@ start_agent() {
   pids+=($!)
   wait_http "http://127.0.0.1:$agent_port/readyz" "vigil-agent" "$logs/agent.log"
   # Its first discovery round attaches the USDT set to the running worker; requests before that
-  # would go unseen.
+  # would go unseen. The agent logs each attachment with the process it found the file in.
+  local worker_pid=${pids[0]}
   for _ in $(seq 1 50); do
-    curl -s "http://127.0.0.1:$agent_port/metrics" | grep -Eq '^vigil_agent_probes_attached\{set="usdt"\} [1-9]' && return
-    sleep 0.2
-  done
-  echo "demo: vigil-agent has not attached to the worker's USDT probes yet (see $logs/agent.log)" >&2
-  # The one-shot run is a test: an agent that does not watch the worker fails it.
-  if [[ "${VIGIL_DEMO_ONESHOT:-0}" == 1 ]]; then exit 1; fi
-}
-
-# As root, the agent must have seen the request: the worker's KV-cache blocks, allocated through
-# its vigil:alloc_block_alloc probe, counted for the worker's pid.
-agent_saw_worker() {
-  local worker_pid=${pids[0]} line
-  for _ in $(seq 1 25); do
-    line=$(curl -sf "http://127.0.0.1:$agent_port/metrics" |
-      grep -E "^gpu_memory_allocator_block_allocations_total\{.*pid=\"$worker_pid\".*allocator=\"vigil\"" || true)
-    if [[ -n $line && ${line##* } != 0 ]]; then
-      echo "== the agent saw the worker's allocator (pid $worker_pid): $line"
-      return 0
+    if grep -Eq "usdt: [1-9][0-9]* probes attached in /proc/$worker_pid/" "$logs/agent.log" &&
+      curl -s "http://127.0.0.1:$agent_port/metrics" | grep -Eq '^vigil_agent_probes_attached\{set="usdt"\} [1-9]'; then
+      echo "== $(grep -E "usdt: [1-9][0-9]* probes attached in /proc/$worker_pid/" "$logs/agent.log" | head -n 1)"
+      return
     fi
     sleep 0.2
   done
-  echo "demo: the agent did not see the worker's allocator probes for pid $worker_pid (see $logs/agent.log)" >&2
+  echo "demo: vigil-agent has not attached to the worker's (pid $worker_pid) USDT probes (see $logs/agent.log)" >&2
+  # The one-shot run is a test: an agent that does not watch the worker fails it.
   if [[ "${VIGIL_DEMO_ONESHOT:-0}" == 1 ]]; then exit 1; fi
 }
 
@@ -84,7 +72,6 @@ first_request() {
     echo "== the agent's metrics (excerpt)"
     sleep 1  # the agent reads its maps at scrape time; give the last events a moment
     curl -sf "http://127.0.0.1:$agent_port/metrics" | grep -E '^vigil_agent_(probes_attached|events_total)' | head -n 12
-    agent_saw_worker
   fi
 }
 

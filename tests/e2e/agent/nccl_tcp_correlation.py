@@ -24,11 +24,13 @@ PORT = 5203
 def kernel_socket(ns):
     """rto, lastack and backoff (seconds, seconds, count) of the stream's socket from `ss -ti`."""
     out = sh('ip', 'netns', 'exec', ns, 'ss', '-tin', 'dst', '%s:%d' % (B_ADDR, PORT)).stdout
-    rto, lastack = re.search(r'\brto:([\d.]+)', out), re.search(r'\blastack:(\d+)', out)
-    if not rto or not lastack:
-        fail('no rto/lastack for the stream in `ss -ti`: ' + out)
-    backoff = re.search(r'\bbackoff:(\d+)', out)
-    return float(rto.group(1)) / 1e3, float(lastack.group(1)) / 1e3, int(backoff.group(1)) if backoff else 0
+    rto = re.search(r'\brto:([\d.]+)', out)
+    if not rto:
+        fail('no rto for the stream in `ss -ti`: ' + out)
+    # ss leaves out lastack and backoff while they are 0 (an ack this millisecond, no timeout yet).
+    lastack, backoff = re.search(r'\blastack:(\d+)', out), re.search(r'\bbackoff:(\d+)', out)
+    return (float(rto.group(1)) / 1e3, float(lastack.group(1)) / 1e3 if lastack else 0.0,
+            int(backoff.group(1)) if backoff else 0)
 
 
 def main():
@@ -61,20 +63,20 @@ def main():
                 time.sleep(blackhole + wait - time.time())
                 s = agent.scrape()
                 elapsed = time.time() - blackhole
+                k_rto, k_lastack, k_backoff = kernel_socket(nets.a)
                 stall = total(s, 'tcp_stall_seconds', pid=pid)
                 rto = total(s, 'tcp_rto_seconds', pid=pid)
                 risk = total(s, 'nccl_tcp_timeout_risk_ratio', pid=pid)
                 want = (stall + min(2 * rto, 120)) / TIMEOUT_S
+                kernel_risk = (k_lastack - rto_before + min(k_rto, 120)) / TIMEOUT_S
                 print("%.1f s after the blackhole: tcp_stall_seconds %.3f, tcp_rto_seconds %.3f, "
                       "nccl_tcp_timeout_risk_ratio %.4f (from stall and rto: %.4f)" % (elapsed, stall, rto, risk, want))
+                print("   kernel (ss -ti): rto %.3f s, lastack %.3f s, backoff %d: risk %.4f" % (
+                    k_rto, k_lastack, k_backoff, kernel_risk))
                 if not (elapsed - 1.5 <= stall <= elapsed):
                     fail("stall %.3f s is not within the %.1f s since the blackhole (first timeout after one RTO)" % (stall, elapsed))
                 if abs(risk - want) > 1e-3:
                     fail("risk ratio %.4f differs from (stall + next wait) / timeout = %.4f" % (risk, want))
-                k_rto, k_lastack, k_backoff = kernel_socket(nets.a)
-                kernel_risk = (k_lastack - rto_before + min(k_rto, 120)) / TIMEOUT_S
-                print("   kernel (ss -ti): rto %.3f s, lastack %.3f s, backoff %d: risk %.4f" % (
-                    k_rto, k_lastack, k_backoff, kernel_risk))
                 # The two reads are a few ms apart; the first timeout's exact moment is within one
                 # RTO of the last progress.
                 if abs(risk - kernel_risk) > (rto_before + 0.1) / TIMEOUT_S:

@@ -29,7 +29,7 @@ local alert(name, severity, priority, component, expr, for_, summary, descriptio
   annotations: {
     summary: summary,
     description: description,
-    runbook_url: c.runbookBase + name + '.md',
+    runbook_url: c.runbookURLPattern % name,
   },
 };
 

@@ -47,6 +47,11 @@
     probesFor: '15m',
     dropsWindow: '15m',
 
-    runbookBase: 'docs/runbooks/',
+    // Where a pager's link to an alert's runbook points: %s is the alert's name, the page is
+    // docs/runbooks/<name>.md. Set it once per deployment (deploy/kubernetes/overlays/*/
+    // alerts-config.json; the demo serves the runbooks itself). The default is the docs/runbooks
+    // folder of the project's repository on GitHub; no public repository exists yet, so a
+    // deployment sets its own.
+    runbookURLPattern: 'https://github.com/vigil-project/vigil/blob/main/docs/runbooks/%s.md',
   },
 }

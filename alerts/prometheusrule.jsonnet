@@ -1,10 +1,11 @@
-// The same rules as a prometheus-operator PrometheusRule (deploy/kubernetes/base/prometheusrule.yaml).
-{
+// The same rules as a prometheus-operator PrometheusRule (deploy/kubernetes/base/prometheusrule.yaml,
+// and an overlay's with its `overrides` of config.libsonnet, e.g. its runbook URL pattern).
+function(overrides={}) {
   apiVersion: 'monitoring.coreos.com/v1',
   kind: 'PrometheusRule',
   metadata: {
     name: 'vigil',
     labels: { 'app.kubernetes.io/part-of': 'vigil', 'app.kubernetes.io/component': 'alerting' },
   },
-  spec: (import 'alerts.libsonnet')(),
+  spec: (import 'alerts.libsonnet')(overrides),
 }

@@ -92,13 +92,14 @@ MSG
 # integrations (no pager is called from a demo): notifications show in Alertmanager's UI.
 prometheus_port=${VIGIL_PROMETHEUS_PORT:-9090}
 alertmanager_port=${VIGIL_ALERTMANAGER_PORT:-9093}
+runbook_port=${VIGIL_RUNBOOK_PORT:-9094}
 
 start_monitoring() {
   local dir="$logs/monitoring" py
   mkdir -p "$dir"
-  for port in "$prometheus_port" "$alertmanager_port"; do
+  for port in "$prometheus_port" "$alertmanager_port" "$runbook_port"; do
     if curl -s -o /dev/null "http://127.0.0.1:$port/"; then
-      echo "demo: port $port is in use (set VIGIL_PROMETHEUS_PORT / VIGIL_ALERTMANAGER_PORT)" >&2
+      echo "demo: port $port is in use (set VIGIL_PROMETHEUS_PORT / VIGIL_ALERTMANAGER_PORT / VIGIL_RUNBOOK_PORT)" >&2
       exit 1
     fi
   done
@@ -113,9 +114,16 @@ for route in [cfg["route"]] + cfg["route"].get("routes", []):
             route[key] = value
 yaml.safe_dump(cfg, open(sys.argv[2], "w"))
 PY
+  # The rules with runbook links to the runbooks this demo serves itself.
+  jsonnet --tla-code overrides="{runbookURLPattern: 'http://127.0.0.1:$runbook_port/%s.md'}" "$root/alerts/rules.jsonnet" |
+    "$py" "$root/alerts/to_yaml.py" "Vigil's rules for the demo (alerts/rules.jsonnet, runbooks on port $runbook_port)." \
+    >"$dir/vigil.rules.yaml"
+  python3 -m http.server "$runbook_port" --bind 127.0.0.1 --directory "$root/docs/runbooks" \
+    >"$logs/runbooks.log" 2>&1 &
+  pids+=($!)
   cat >"$dir/prometheus.yml" <<YAML
 global: {scrape_interval: 5s, evaluation_interval: 5s}
-rule_files: [$root/alerts/generated/vigil.rules.yaml]
+rule_files: [$dir/vigil.rules.yaml]
 alerting:
   alertmanagers: [{static_configs: [{targets: ['127.0.0.1:$alertmanager_port']}]}]
 scrape_configs:
@@ -130,8 +138,15 @@ YAML
   prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/prometheus-data" \
     --web.listen-address="127.0.0.1:$prometheus_port" >"$logs/prometheus.log" 2>&1 &
   pids+=($!)
+  wait_http "http://127.0.0.1:$runbook_port/VigilWorkerDown.md" "the runbook server" "$logs/runbooks.log"
   wait_http "http://127.0.0.1:$alertmanager_port/-/ready" "Alertmanager" "$logs/alertmanager.log"
   wait_http "http://127.0.0.1:$prometheus_port/-/ready" "Prometheus" "$logs/prometheus.log"
+  # Every runbook link Prometheus holds opens.
+  local url
+  for url in $(curl -s "http://127.0.0.1:$prometheus_port/api/v1/rules" | "$py" -c \
+      'import json, sys; print("\n".join(r["annotations"]["runbook_url"] for g in json.load(sys.stdin)["data"]["groups"] for r in g["rules"] if r["type"] == "alerting"))'); do
+    curl -sf -o /dev/null "$url" || { echo "demo: runbook link $url does not open" >&2; exit 1; }
+  done
   for _ in $(seq 1 30); do
     curl -s "http://127.0.0.1:$prometheus_port/api/v1/query?query=up%7Bjob%3D%22vigil-worker%22%7D%3D%3D1" |
       grep -q '"result":\[{' && return 0
@@ -145,7 +160,8 @@ YAML
 where_to_look_monitoring() {
   cat <<MSG
   Prometheus   http://127.0.0.1:$prometheus_port/alerts   (Vigil's rules; targets: /targets)
-  Alertmanager http://127.0.0.1:$alertmanager_port/        (P1 -> vigil-page, P2 -> vigil-ticket; runbooks in docs/runbooks/)
+  Alertmanager http://127.0.0.1:$alertmanager_port/        (P1 -> vigil-page, P2 -> vigil-ticket)
+  Runbooks     http://127.0.0.1:$runbook_port/               (each alert's runbook_url links here)
   Dashboards   dashboards/generated/*.json for Grafana (data source: http://127.0.0.1:$prometheus_port); previews in docs/dashboards/
 MSG
 }

@@ -6,6 +6,7 @@ oldest and newest supported versions (kubernetes-validate, strict, offline), che
 prometheus-operator objects' wiring (selectors, ports, promtool on the PrometheusRule) and the
 security and lifecycle contract of the agent and the worker.
 usage: check_manifests.py"""
+import json
 import os
 import re
 import shutil
@@ -146,6 +147,13 @@ def check_contract(name, objs):
         f.flush()
         r = subprocess.run(['promtool', 'check', 'rules', f.name], capture_output=True, text=True)
         check(r.returncode == 0, name + ': PrometheusRule spec: ' + r.stdout + r.stderr)
+    # Runbook links: the overlay's own pattern (alerts-config.json) where it sets one.
+    cfg_path = os.path.join(KDIR, name, 'alerts-config.json')
+    if os.path.exists(cfg_path):
+        pattern = json.load(open(cfg_path))['runbookURLPattern']
+        urls = [(r['alert'], r['annotations']['runbook_url']) for g in by[('PrometheusRule', 'vigil')]['spec']['groups']
+                for r in g['rules'] if 'alert' in r]
+        check(urls and all(u == pattern % a for a, u in urls), name + ': runbook URLs not from its alerts-config.json')
     am = yaml.safe_load(by[('Secret', 'alertmanager-vigil')]['stringData']['alertmanager.yaml'])
     check('route' in am and 'receivers' in am, name + ': Alertmanager Secret holds a config')
 

@@ -3,8 +3,11 @@
 recording rules read only after them in their own group, every alert with severity/priority/summary/description/runbook, a non-zero `for`, a runbook page,
 and a promtool case that it is silent before `for` and one that it fires after.
 usage: check_rules.py  (run by CTest with the ops venv's python)"""
+import glob
+import json
 import os
 import re
+import urllib.parse
 import subprocess
 import sys
 import tempfile
@@ -14,6 +17,9 @@ import yaml
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 GENERATED = ['alerts/generated/vigil.rules.yaml', 'deploy/kubernetes/base/prometheusrule.yaml',
              'deploy/kubernetes/base/alertmanager-secret.yaml']
+# Overlays with their own runbook URLs (alerts-config.json) get their own PrometheusRule.
+OVERLAY_RULES = sorted(os.path.relpath(os.path.join(os.path.dirname(c), 'prometheusrule.yaml'), ROOT)
+                       for c in glob.glob(os.path.join(ROOT, 'deploy/kubernetes/overlays/*/alerts-config.json')))
 TESTS = ['tests/alerts/vigil_rules_test.yaml', 'tests/alerts/vigil_rules_risk_test.yaml']
 errors = []
 
@@ -21,6 +27,15 @@ errors = []
 def check(ok, msg):
     if not ok:
         errors.append(msg)
+
+
+def check_runbook_url(name, url):
+    """An absolute http(s) URL (a pager opens it outside any checkout) naming an existing runbook."""
+    u = urllib.parse.urlparse(url)
+    check(u.scheme in ('http', 'https') and u.netloc, name + ': runbook_url %r is not an absolute URL' % url)
+    page = os.path.basename(u.path)
+    check(page == name + '.md' and os.path.exists(os.path.join(ROOT, 'docs', 'runbooks', page)),
+          name + ': runbook_url %r names no runbook in docs/runbooks' % url)
 
 
 def check_record_order(groups):
@@ -46,7 +61,7 @@ def check_record_order(groups):
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([os.path.join(ROOT, 'alerts', 'generate.sh'), tmp], check=True)
-        for f in GENERATED:
+        for f in GENERATED + OVERLAY_RULES:
             with open(os.path.join(tmp, f)) as a, open(os.path.join(ROOT, f)) as b:
                 check(a.read() == b.read(), f + ' is stale: run alerts/generate.sh')
 
@@ -76,8 +91,7 @@ def main():
         check(r.get('for') not in (None, '0s', '0m'), name + ': needs a non-zero for')
         check(ann.get('summary') and '{{' not in ann['summary'], name + ': summary must be static')
         check('{{' in ann.get('description', ''), name + ': description must be templated')
-        check(ann.get('runbook_url') == 'docs/runbooks/%s.md' % name, name + ': runbook_url')
-        check(os.path.exists(os.path.join(ROOT, 'docs', 'runbooks', name + '.md')), name + ': runbook page missing')
+        check_runbook_url(name, ann.get('runbook_url', ''))
         got = cases.get(name, [])
         check(any(e == [] for e in got), name + ': no promtool case where it is silent (just before for)')
         check(any(e for e in got), name + ': no promtool case where it fires with exact labels')
@@ -85,6 +99,13 @@ def main():
             for a in e:
                 check(set(a.get('exp_annotations', {})) == {'summary', 'description', 'runbook_url'},
                       name + ': a firing case must assert every annotation')
+    # Each overlay's rules: the same groups, with the runbook URLs of its own pattern.
+    for f in OVERLAY_RULES:
+        pattern = json.load(open(os.path.join(ROOT, os.path.dirname(f), 'alerts-config.json')))['runbookURLPattern']
+        overlay = yaml.safe_load(open(os.path.join(ROOT, f)))
+        for r in (r for g in overlay['spec']['groups'] for r in g['rules'] if 'alert' in r):
+            check_runbook_url(r['alert'], r['annotations'].get('runbook_url', ''))
+            check(r['annotations'].get('runbook_url') == pattern % r['alert'], f + ': ' + r['alert'] + ': runbook_url not from its pattern')
     print('checked %d alerts' % len(alerts))
     for e in errors:
         print('FAIL: ' + e)

@@ -92,16 +92,22 @@ static __always_inline void conn_established(const struct sock *sk)
 	bpf_map_update_elem(&conns, &k, &c, BPF_ANY);
 }
 
-/* The owner of a connected socket became known (accept, first send of a socket older than us). */
-static __always_inline void conn_owned(const struct sock *sk, __u32 tgid)
+/* The entry of the socket's connection end, created empty if new; 0 while it has no peer. */
+static __always_inline struct tcp_conn_state *conn_of(const struct sock *sk)
 {
 	static const struct tcp_conn_state zero;
 	struct tcp_conn_key k = {};
-	struct tcp_conn_state *c;
 
 	if (!conn_key_of(sk, &k))
-		return;
-	c = lookup_or_init(&conns, &k, &zero);
+		return 0;
+	return lookup_or_init(&conns, &k, &zero);
+}
+
+/* The owner of a connected socket became known (accept, first send of a socket older than us). */
+static __always_inline void conn_owned(const struct sock *sk, __u32 tgid)
+{
+	struct tcp_conn_state *c = conn_of(sk);
+
 	if (c)
 		c->tgid = tgid;
 }
@@ -144,13 +150,8 @@ static __always_inline struct tcp_peer_val *peer_of(const struct sock *sk, struc
 static __always_inline void conn_retransmit(const struct sock *sk, const struct tcp_owner *owner,
 					    const struct tcp_timer_state *now)
 {
-	static const struct tcp_conn_state zero;
-	struct tcp_conn_key k = {};
-	struct tcp_conn_state *c;
+	struct tcp_conn_state *c = conn_of(sk);
 
-	if (!conn_key_of(sk, &k))
-		return;
-	c = lookup_or_init(&conns, &k, &zero);
 	if (!c)
 		return;
 	if (owner)

@@ -8,13 +8,11 @@ the grace period once the workload exits.
 usage: cuda_driver.py VIGIL_AGENT CUDA_WORKLOAD
 With VIGIL_CUDA_LIBDIR set (a directory holding the real libcuda.so.1), the workload runs on the
 real driver instead (tests/e2e/agent/cuda_real_driver.sh, on a GPU machine)."""
-import json
 import os
-import subprocess
 import sys
 import time
 
-from harness import Agent, fail, mapped_path, promtool_check, require_root, select, total, wait_attached
+from harness import Agent, fail, promtool_check, require_root, run_workload, select, total
 
 GRACE_S = 1
 
@@ -38,13 +36,7 @@ def main():
         if os.environ.get('VIGIL_CUDA_LIBDIR'):
             env['LD_LIBRARY_PATH'] = os.environ['VIGIL_CUDA_LIBDIR']
             print("running the workload on the libcuda.so.1 in " + env['LD_LIBRARY_PATH'])
-        w = subprocess.Popen([workload_bin], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-        if not w.stdout.readline().startswith('ready'):
-            fail("workload did not start")
-        wait_attached(agent, 'cuda', mapped_path(w.pid, 'libcuda.so'))
-        w.stdin.write('\n')
-        w.stdin.flush()
-        truth = json.loads(w.stdout.readline())
+        w, truth = run_workload(agent, [workload_bin], 'cuda', 'libcuda.so', env=env)
         pid = truth['pid']
         time.sleep(0.5)
         s = agent.scrape()

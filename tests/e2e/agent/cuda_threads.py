@@ -5,12 +5,10 @@ totals exactly: allocations, small allocations, calls by function, the size hist
 sum, and the live bytes. A plain `++` on the shared map value loses counts when two threads
 update it on two CPUs at the same time (bpf_atomic_updates checks the bytecode for that form).
 usage: cuda_threads.py VIGIL_AGENT CUDA_WORKLOAD"""
-import json
-import subprocess
 import sys
 import time
 
-from harness import Agent, fail, mapped_path, require_root, total, wait_attached
+from harness import Agent, fail, require_root, run_workload, total
 
 THREADS, ITERATIONS = 8, 20000
 
@@ -19,14 +17,7 @@ def main():
     require_root()
     agent_bin, workload_bin = sys.argv[1], sys.argv[2]
     with Agent(agent_bin, 'probes: {tcp: false, nccl: false}\n') as agent:
-        w = subprocess.Popen([workload_bin, 'threads', str(THREADS), str(ITERATIONS)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
-        if not w.stdout.readline().startswith('ready'):
-            fail('workload did not start')
-        wait_attached(agent, 'cuda', mapped_path(w.pid, 'libcuda.so'))
-        w.stdin.write('\n')
-        w.stdin.flush()
-        truth = json.loads(w.stdout.readline())
+        w, truth = run_workload(agent, [workload_bin, 'threads', str(THREADS), str(ITERATIONS)], 'cuda', 'libcuda.so')
         pid = truth['pid']
         time.sleep(0.5)
         s = agent.scrape()

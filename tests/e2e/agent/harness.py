@@ -1,7 +1,9 @@
 """Shared pieces of the agent's end-to-end tests: run vigil-agent, scrape and parse /metrics."""
+import json
 import os
 import random
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -47,11 +49,34 @@ def total(samples, name, **labels):
     return sum(v for _, v in select(samples, name, **labels))
 
 
+def listen_port():
+    """A free loopback port below the kernel's ephemeral range, so no client connection is handed it
+    between this check and the server's bind (a random port inside the range can be)."""
+    with open('/proc/sys/net/ipv4/ip_local_port_range') as f:
+        low = int(f.read().split()[0])
+    while True:
+        port = random.randint(10000, low - 1)
+        with socket.socket() as s:
+            try:
+                s.bind(('127.0.0.1', port))
+                return port
+            except OSError:
+                continue
+
+
 class Agent:
     """vigil-agent on a random local port with the given YAML config, stopped with SIGTERM."""
 
     def __init__(self, binary, config=""):
-        self.port = random.randint(20000, 40000)
+        # A port taken meanwhile (a listener, or a client's ephemeral port) only means another try.
+        for _ in range(5):
+            if self._start(binary, config):
+                return
+            print("agent port %d was taken; trying another" % self.port, flush=True)
+        fail("agent could not listen on 5 ports: " + self.log_text())
+
+    def _start(self, binary, config):
+        self.port = listen_port()
         self.cfg = tempfile.NamedTemporaryFile('w', suffix='.yaml', delete=False)
         self.cfg.write("listen: 127.0.0.1:%d\npoll_interval: 200ms\n%s" % (self.port, config))
         self.cfg.close()
@@ -60,10 +85,13 @@ class Agent:
         deadline = time.time() + 20
         while time.time() < deadline:
             if self.proc.poll() is not None:
+                if 'Address already in use' in self.log_text():
+                    os.unlink(self.cfg.name)
+                    return False
                 fail("agent exited %d: %s" % (self.proc.returncode, self.log_text()))
             try:
                 if self.get('/readyz') == 'ready\n':
-                    return
+                    return True
             except OSError:
                 pass
             time.sleep(0.1)
@@ -129,6 +157,19 @@ def mapped_path(pid, name_prefix):
             if os.path.basename(path).startswith(name_prefix):
                 return path
     fail("pid %d maps no %s" % (pid, name_prefix))
+
+
+def run_workload(agent, argv, set_name, library, env=None, timeout=15):
+    """Starts a stand-in workload that prints 'ready', waits until the agent has attached SET_NAME's
+    probes to the LIBRARY it maps, lets it run (a line on stdin) and returns (process, the JSON
+    account it prints: the truth). A second line on its stdin lets it exit."""
+    w = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    if not w.stdout.readline().startswith('ready'):
+        fail("workload did not start: %s" % argv)
+    wait_attached(agent, set_name, mapped_path(w.pid, library), timeout)
+    w.stdin.write('\n')
+    w.stdin.flush()
+    return w, json.loads(w.stdout.readline())
 
 
 def wait_attached(agent, set_name, path, timeout=15):

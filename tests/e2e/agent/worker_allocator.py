@@ -9,13 +9,12 @@ and allocated bytes.
 usage: worker_allocator.py VIGIL_AGENT VIGIL_WORKER MODEL"""
 import json
 import os
-import random
 import subprocess
 import sys
 import time
 import urllib.request
 
-from harness import Agent, fail, parse_metrics, require_root, total
+from harness import Agent, fail, listen_port, parse_metrics, require_root, total
 
 
 def http(port, path, body=None):
@@ -42,7 +41,7 @@ def main():
     with Agent(agent_bin, config) as agent:
         if total(agent.scrape(), 'vigil_agent_probes_attached', set='usdt') < 3:
             fail("vigil:alloc_* probes not attached in %s: %s" % (worker_bin, agent.log_text()))
-        port = random.randint(40001, 50000)
+        port = listen_port()
         worker = subprocess.Popen([worker_bin, 'serve', '-m', model, '--host', '127.0.0.1', '--port', str(port)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:

@@ -25,11 +25,6 @@ const char* const kOpNames[] = {"unknown", "all_gather", "all_reduce", "broadcas
 
 std::string comm_of(const char* c, size_t n) { return std::string(c, strnlen(c, n)); }
 
-std::vector<uint8_t> bytes_of(const tcp_conn_key& k) {
-  const auto* p = reinterpret_cast<const uint8_t*>(&k);
-  return {p, p + sizeof k};
-}
-
 tcp_conn_key other_end(const tcp_conn_key& k) {
   tcp_conn_key o = k;
   std::swap(o.sport, o.dport);
@@ -49,6 +44,10 @@ ConnectionTable ConnectionTable::read(int conns_fd) {
   return t;
 }
 
+bool ConnectionTable::KeyLess::operator()(const tcp_conn_key& a, const tcp_conn_key& b) const {
+  return std::memcmp(&a, &b, sizeof a) < 0;
+}
+
 void ConnectionTable::add(const tcp_conn_key& key, const tcp_conn_state& state) {
   tcp_conn_key k{};  // no padding bytes in the index
   k.family = key.family;
@@ -56,17 +55,17 @@ void ConnectionTable::add(const tcp_conn_key& key, const tcp_conn_state& state) 
   k.dport = key.dport;
   std::memcpy(k.saddr, key.saddr, sizeof k.saddr);
   std::memcpy(k.daddr, key.daddr, sizeof k.daddr);
-  ends_[bytes_of(k)] = {k, state};
+  ends_[k] = state;
 }
 
 std::vector<ConnectionEnd> ConnectionTable::ends_of(uint32_t pid) const {
   std::vector<ConnectionEnd> out;
   if (pid == 0) return out;
-  for (const auto& [bytes, end] : ends_) {
-    if (end.second.tgid != pid) continue;
-    out.push_back({end.first, end.second, true});
-    auto peer = ends_.find(bytes_of(other_end(end.first)));
-    if (peer != ends_.end()) out.push_back({peer->second.first, peer->second.second, false});
+  for (const auto& [key, state] : ends_) {
+    if (state.tgid != pid) continue;
+    out.push_back({key, state, true});
+    auto peer = ends_.find(other_end(key));
+    if (peer != ends_.end()) out.push_back({peer->first, peer->second, false});
   }
   return out;
 }

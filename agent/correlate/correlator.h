@@ -57,10 +57,12 @@ class ConnectionTable {
   // Both ends of every connection `pid` owns an end of: its own and, where the other end is on
   // this node (the key with addresses and ports swapped), that one too.
   std::vector<ConnectionEnd> ends_of(uint32_t pid) const;
-  bool empty() const { return ends_.empty(); }
 
  private:
-  std::map<std::vector<uint8_t>, std::pair<tcp_conn_key, tcp_conn_state>> ends_;
+  struct KeyLess {  // keys are stored with their padding zeroed, so bytes compare
+    bool operator()(const tcp_conn_key& a, const tcp_conn_key& b) const;
+  };
+  std::map<tcp_conn_key, tcp_conn_state, KeyLess> ends_;
 };
 
 // The end in RTO backoff during [window_start, end] on a connection `pid` uses, if any.

@@ -1,13 +1,8 @@
-// Vigil's alerting and recording rules, one group per component (gpu, nccl-tcp, worker, agent).
+// Vigil's alerts, one group per component (gpu, nccl-tcp, worker, agent): the mixin's
+// prometheusAlerts (mixin.libsonnet), reading its _config (config.libsonnet).
 // Every alert carries severity (critical pages, warning tickets), priority (P1 pages, P2 tickets),
-// a static summary, a templated description and a runbook under docs/runbooks/. Called with overrides of the
-// fields of config.libsonnet.
-function(overrides={})
-local c = (import 'config.libsonnet')._config + overrides;
-
+// a static summary, a templated description and a runbook under docs/runbooks/.
 local by(labels) = 'by (%s)' % std.join(', ', labels);
-local P = by(c.processLabels);
-local W = by(c.workerLabels);
 local where = '(pod {{ $labels.pod }} in {{ $labels.namespace }})';
 // Processes outside Kubernetes have no pod UID: say nothing rather than an empty value.
 local proc = 'process {{ $labels.comm }} (pid {{ $labels.pid }}{{ with $labels.pod_uid }}, pod UID {{ . }}{{ end }}) on {{ $labels.node }} ({{ $labels.instance }})';
@@ -21,200 +16,195 @@ local proc = 'process {{ $labels.comm }} (pid {{ $labels.pid }}{{ with $labels.p
 local failuresIn(metric, window) =
   '(%(m)s unless %(m)s offset %(w)s or increase(%(m)s[%(w)s]))' % { m: metric, w: window };
 
-local alert(name, severity, priority, component, expr, for_, summary, description) = {
-  alert: name,
-  expr: expr,
-  'for': for_,
-  labels: { severity: severity, priority: priority, component: component },
-  annotations: {
-    summary: summary,
-    description: description,
-    runbook_url: c.runbookURLPattern % name,
-  },
-};
-
-// TTFT error ratio: requests whose first token came later than the SLO, over all requests.
-local ttftErrors(window) = |||
-  1 - (
-    sum %(W)s (rate(vigil_worker_time_to_first_token_seconds_bucket{%(sel)s, le="%(le)s"}[%(w)s]))
-  /
-    sum %(W)s (rate(vigil_worker_time_to_first_token_seconds_count{%(sel)s}[%(w)s]))
-  )
-||| % { W: by(['cluster', 'namespace', 'job']), sel: c.workerSelector, le: c.ttftSloSeconds, w: window };
-local budget = 1 - c.ttftObjective;
-local burn(long, short, factor) =
-  'vigil_worker:ttft_slo_errors:ratio_rate%(l)s > %(t)s\nand\nvigil_worker:ttft_slo_errors:ratio_rate%(s)s > %(t)s\n' % {
-    l: long, s: short, t: '%.6g' % (factor * budget),
-  };
-
 {
-  groups: [
-    {
-      name: 'vigil-gpu',
-      rules: [
-        alert(
-          'VigilGpuFragmentationGraphFailures', 'critical', 'P1', 'agent',
-          |||
-            max %(P)s (gpu_memory_fragmentation_ratio{%(sel)s}) > %(ratio)s
-            and on (instance, pid)
-            sum %(P)s %(failures)s >= %(n)s
-          ||| % { P: P, sel: c.agentSelector, ratio: c.fragmentationThreshold, n: c.graphFailuresThreshold,
-                failures: failuresIn('cuda_graph_launch_failures_total{%s}' % c.agentSelector, c.graphFailuresWindow) },
-          c.p1For,
-          'A GPU process allocates mostly small blocks while its CUDA Graph launches fail.',
-          'GPU memory fragmentation ratio {{ $value | humanizePercentage }} (allocations <= 4 KiB over all) with at least %(n)s CUDA Graph launch failures in %(w)s for %(proc)s.' % { n: c.graphFailuresThreshold, w: c.graphFailuresWindow, proc: proc },
-        ),
-        alert(
-          'VigilGpuAllocationFailures', 'warning', 'P2', 'agent',
-          'sum %(P)s %(failures)s > 0' % {
-            P: by(c.processLabels + ['error']),
-            failures: failuresIn('gpu_memory_allocation_failures_total{%s}' % c.agentSelector, c.allocationFailureWindow),
-          },
-          c.warningFor,
-          'GPU memory allocations fail.',
-          '{{ $value | humanize }} GPU allocation calls failed with {{ $labels.error }} in the last %(w)s for %(proc)s.' % { w: c.allocationFailureWindow, proc: proc },
-        ),
-        alert(
-          'VigilCudaCaptureAllocations', 'warning', 'P2', 'agent',
-          'sum %(P)s %(failures)s > 0' % {
-            P: P,
-            failures: failuresIn('cuda_stream_capture_allocations_total{%s}' % c.agentSelector, c.captureAllocationWindow),
-          },
-          c.warningFor,
-          'A process allocates GPU memory while a CUDA stream capture is open.',
-          '{{ $value | humanize }} allocation calls during stream capture in the last %(w)s for %(proc)s; each one invalidates the capture and the graph falls back or fails.' % { w: c.captureAllocationWindow, proc: proc },
-        ),
-      ],
+  local c = $._config,
+  local P = by(c.processLabels),
+  local W = by(c.workerLabels),
+
+  local alert(name, severity, priority, component, expr, for_, summary, description) = {
+    alert: name,
+    expr: expr,
+    'for': for_,
+    labels: { severity: severity, priority: priority, component: component },
+    annotations: {
+      summary: summary,
+      description: description,
+      runbook_url: c.runbookURLPattern % name,
     },
-    {
-      name: 'vigil-nccl-tcp',
-      rules: [
-        alert(
-          'VigilNcclTcpTimeoutRiskHigh', 'critical', 'P1', 'agent',
-          'max %(P)s (nccl_tcp_timeout_risk_ratio{%(sel)s}) > %(t)s' % { P: P, sel: c.agentSelector, t: c.timeoutRiskThreshold },
-          c.timeoutRiskFor,
-          'TCP retransmission backoff of an NCCL process is approaching its collective timeout.',
-          'TCP stall plus the next retransmit wait is {{ $value | humanizePercentage }} of the collective timeout for %(proc)s; at 100%% the collective watchdog aborts before TCP recovers.' % { proc: proc },
-        ),
-        alert(
-          'VigilNcclTcpCorrelatedTimeouts', 'critical', 'P1', 'agent',
-          'sum %(P)s %(failures)s > 0' % {
-            P: by(c.processLabels + ['source', 'kind']),
-            failures: failuresIn('nccl_tcp_correlated_timeouts_total{%s}' % c.agentSelector, c.correlatedTimeoutWindow),
-          },
-          c.correlatedFor,
-          'Collective failures coincide with TCP retransmission backoff on the same process.',
-          '{{ $value | humanize }} collective {{ $labels.kind }} events (seen by {{ $labels.source }} probes) in the last %(w)s came while TCP was backing off for %(proc)s: look at the network, not the GPU.' % { w: c.correlatedTimeoutWindow, proc: proc },
-        ),
-        alert(
-          'VigilTcpRetransmitStorm', 'warning', 'P2', 'agent',
-          |||
-            sum %(P)s (rate(tcp_retransmits_total{%(sel)s}[%(w)s])) > %(r)s
-            and on (instance, pid)
-            nccl_tcp_timeout_risk_ratio{%(sel)s}
-          ||| % { P: P, sel: c.agentSelector, w: c.retransmitWindow, r: c.retransmitStormPerSecond },
-          c.warningFor,
-          'An NCCL process retransmits TCP segments at a high rate.',
-          '{{ $value | humanize }} TCP retransmits per second over %(w)s for %(proc)s, which runs collectives over TCP.' % { w: c.retransmitWindow, proc: proc },
-        ),
-      ],
+  },
+
+  // SLO burn: both windows' error ratio (recorded by rules/rules.libsonnet) above factor times
+  // the error budget.
+  local budget = 1 - c.ttftObjective,
+  local burn(long, short, factor) =
+    'vigil_worker:ttft_slo_errors:ratio_rate%(l)s > %(t)s\nand\nvigil_worker:ttft_slo_errors:ratio_rate%(s)s > %(t)s\n' % {
+      l: long, s: short, t: '%.6g' % (factor * budget),
     },
-    {
-      // The burn alerts read the recording rules, so they sit after them in the same group:
-      // Prometheus runs a group's rules in order at one timestamp, while another group may run
-      // before or after this one, and an alert there would read records one interval old or not
-      // yet written.
-      name: 'vigil-worker-slo',
-      rules: [
-        { record: 'vigil_worker:ttft_slo_errors:ratio_rate' + w, expr: ttftErrors(w) }
-        for w in ['5m', '30m', '1h', '6h']
-      ] + [
-        alert(
-          'VigilWorkerTtftBudgetBurnFast', 'critical', 'P1', 'worker',
-          burn('1h', '5m', 14.4),
-          '2m',
-          'Time to first token burns the SLO error budget fast.',
-          '{{ $value | humanizePercentage }} of requests to {{ $labels.job }} in {{ $labels.namespace }} waited more than %ss for their first token over the last hour (objective %s%%): at this rate 2%% of the monthly budget goes in an hour.' % [c.ttftSloSeconds, '%g' % (c.ttftObjective * 100)],
-        ),
-        alert(
-          'VigilWorkerTtftBudgetBurnSlow', 'warning', 'P2', 'worker',
-          burn('6h', '30m', 6),
-          '15m',
-          'Time to first token burns the SLO error budget.',
-          '{{ $value | humanizePercentage }} of requests to {{ $labels.job }} in {{ $labels.namespace }} waited more than %ss for their first token over the last 6 hours (objective %s%%): at this rate 5%% of the monthly budget goes in 6 hours.' % [c.ttftSloSeconds, '%g' % (c.ttftObjective * 100)],
-        ),
-      ],
-    },
-    {
-      name: 'vigil-worker',
-      rules: [
-        alert(
-          'VigilWorkerDown', 'critical', 'P1', 'worker',
-          'up{%s} == 0' % c.workerSelector,
-          c.workerDownFor,
-          'Prometheus cannot scrape a Vigil worker.',
-          'Worker {{ $labels.instance }} %s has not answered its /metrics scrape for %s.' % [where, c.workerDownFor],
-        ),
-        alert(
-          'VigilWorkerNotReady', 'warning', 'P2', 'worker',
-          'max by (cluster, namespace, pod) (kube_pod_status_ready{%s, condition="false"}) == 1' % c.workerPodSelector,
-          c.workerNotReadyFor,
-          'A Vigil worker pod is running but not ready.',
-          'Pod {{ $labels.pod }} in {{ $labels.namespace }} has failed its /ready probe for %s: it is loading, draining or stuck, and gets no traffic.' % c.workerNotReadyFor,
-        ),
-        alert(
-          'VigilWorkerKvCacheSaturated', 'warning', 'P2', 'worker',
-          |||
-            max %(W)s (vigil_worker_kv_cache_usage_ratio{%(sel)s}) > %(t)s
-            and on (instance)
-            sum %(W)s (rate(vigil_worker_preemptions_total{%(sel)s}[5m])) > 0
-          ||| % { W: W, sel: c.workerSelector, t: c.kvUsageThreshold },
-          c.kvFor,
-          'A worker\'s KV cache is full and it preempts sequences.',
-          'KV cache usage {{ $value | humanizePercentage }} with preemptions rising on worker {{ $labels.instance }} %s: requests are recomputed and latency grows.' % where,
-        ),
-        alert(
-          'VigilWorkerCudaGraphsFailing', 'warning', 'P2', 'worker',
-          // A bucket whose graph failed is never retried: the lasting symptom is its steps running
-          // eagerly, so this fires as long as that traffic lasts, not just at the failure.
-          'sum %(W)s (increase(vigil_worker_cuda_graph_eager_steps_total{%(sel)s, reason="failed_bucket"}[%(w)s])) > 0' % { W: W, sel: c.workerSelector, w: c.graphFailuresWindow },
-          c.warningFor,
-          'A worker decodes without CUDA Graphs because its graphs failed.',
-          '{{ $value | humanize }} decode steps in %(w)s ran eagerly on worker {{ $labels.instance }} %(where)s because their batch-size bucket\'s CUDA Graph failed to capture or launch (vigil_worker_cuda_graph_capture_failures_total, ..._launch_failures_total): decoding is slower until the worker restarts.' % { w: c.graphFailuresWindow, where: where },
-        ),
-      ],
-    },
-    {
-      name: 'vigil-agent',
-      rules: [
-        alert(
-          'VigilAgentDown', 'warning', 'P2', 'agent-self',
-          'up{%s} == 0' % c.agentSelector,
-          c.agentDownFor,
-          'Prometheus cannot scrape a Vigil agent: its node is not observed.',
-          'Agent {{ $labels.instance }} on {{ $labels.node }} has not answered its /metrics scrape for %s; GPU, NCCL and TCP alerts for its node cannot fire.' % c.agentDownFor,
-        ),
-        alert(
-          'VigilAgentProbesNotAttached', 'warning', 'P2', 'agent-self',
-          // Sets turned off in the config are meant; the XID tracepoint exists only with NVIDIA's
-          // open kernel module, so its absence elsewhere is not a fault.
-          |||
-            vigil_agent_probe_set_enabled{%(sel)s, reason!="disabled_by_config"} == 0
-            unless
-            vigil_agent_probe_set_enabled{%(sel)s, set="xid", reason="tracepoint_missing"}
-          ||| % { sel: c.agentSelector },
-          c.probesFor,
-          'A Vigil agent probe set is disabled.',
-          'Probe set {{ $labels.set }} of agent {{ $labels.instance }} on {{ $labels.node }} is disabled ({{ $labels.reason }}) for %s: its metrics and alerts are missing on this node.' % c.probesFor,
-        ),
-        alert(
-          'VigilAgentEventsDropped', 'warning', 'P2', 'agent-self',
-          'sum by (cluster, node, instance, set) (increase(vigil_agent_ringbuf_drops_total{%s}[%s])) > 0' % [c.agentSelector, c.dropsWindow],
-          c.warningFor,
-          'A Vigil agent drops events because its ring buffer is full.',
-          'Agent {{ $labels.instance }} on {{ $labels.node }} dropped {{ $value | humanize }} {{ $labels.set }} events in %s: failure context is lost (counters stay exact).' % c.dropsWindow,
-        ),
-      ],
-    },
-  ],
+
+  prometheusAlerts+:: {
+    groups+: [
+      {
+        name: 'vigil-gpu',
+        rules: [
+          alert(
+            'VigilGpuFragmentationGraphFailures', 'critical', 'P1', 'agent',
+            |||
+              max %(P)s (gpu_memory_fragmentation_ratio{%(sel)s}) > %(ratio)s
+              and on (instance, pid)
+              sum %(P)s %(failures)s >= %(n)s
+            ||| % { P: P, sel: c.agentSelector, ratio: c.fragmentationThreshold, n: c.graphFailuresThreshold,
+                  failures: failuresIn('cuda_graph_launch_failures_total{%s}' % c.agentSelector, c.graphFailuresWindow) },
+            c.p1For,
+            'A GPU process allocates mostly small blocks while its CUDA Graph launches fail.',
+            'GPU memory fragmentation ratio {{ $value | humanizePercentage }} (allocations <= 4 KiB over all) with at least %(n)s CUDA Graph launch failures in %(w)s for %(proc)s.' % { n: c.graphFailuresThreshold, w: c.graphFailuresWindow, proc: proc },
+          ),
+          alert(
+            'VigilGpuAllocationFailures', 'warning', 'P2', 'agent',
+            'sum %(P)s %(failures)s > 0' % {
+              P: by(c.processLabels + ['error']),
+              failures: failuresIn('gpu_memory_allocation_failures_total{%s}' % c.agentSelector, c.allocationFailureWindow),
+            },
+            c.warningFor,
+            'GPU memory allocations fail.',
+            '{{ $value | humanize }} GPU allocation calls failed with {{ $labels.error }} in the last %(w)s for %(proc)s.' % { w: c.allocationFailureWindow, proc: proc },
+          ),
+          alert(
+            'VigilCudaCaptureAllocations', 'warning', 'P2', 'agent',
+            'sum %(P)s %(failures)s > 0' % {
+              P: P,
+              failures: failuresIn('cuda_stream_capture_allocations_total{%s}' % c.agentSelector, c.captureAllocationWindow),
+            },
+            c.warningFor,
+            'A process allocates GPU memory while a CUDA stream capture is open.',
+            '{{ $value | humanize }} allocation calls during stream capture in the last %(w)s for %(proc)s; each one invalidates the capture and the graph falls back or fails.' % { w: c.captureAllocationWindow, proc: proc },
+          ),
+        ],
+      },
+      {
+        name: 'vigil-nccl-tcp',
+        rules: [
+          alert(
+            'VigilNcclTcpTimeoutRiskHigh', 'critical', 'P1', 'agent',
+            'max %(P)s (nccl_tcp_timeout_risk_ratio{%(sel)s}) > %(t)s' % { P: P, sel: c.agentSelector, t: c.timeoutRiskThreshold },
+            c.timeoutRiskFor,
+            'TCP retransmission backoff of an NCCL process is approaching its collective timeout.',
+            'TCP stall plus the next retransmit wait is {{ $value | humanizePercentage }} of the collective timeout for %(proc)s; at 100%% the collective watchdog aborts before TCP recovers.' % { proc: proc },
+          ),
+          alert(
+            'VigilNcclTcpCorrelatedTimeouts', 'critical', 'P1', 'agent',
+            'sum %(P)s %(failures)s > 0' % {
+              P: by(c.processLabels + ['source', 'kind']),
+              failures: failuresIn('nccl_tcp_correlated_timeouts_total{%s}' % c.agentSelector, c.correlatedTimeoutWindow),
+            },
+            c.correlatedFor,
+            'Collective failures coincide with TCP retransmission backoff on the same process.',
+            '{{ $value | humanize }} collective {{ $labels.kind }} events (seen by {{ $labels.source }} probes) in the last %(w)s came while TCP was backing off for %(proc)s: look at the network, not the GPU.' % { w: c.correlatedTimeoutWindow, proc: proc },
+          ),
+          alert(
+            'VigilTcpRetransmitStorm', 'warning', 'P2', 'agent',
+            |||
+              sum %(P)s (rate(tcp_retransmits_total{%(sel)s}[%(w)s])) > %(r)s
+              and on (instance, pid)
+              nccl_tcp_timeout_risk_ratio{%(sel)s}
+            ||| % { P: P, sel: c.agentSelector, w: c.retransmitWindow, r: c.retransmitStormPerSecond },
+            c.warningFor,
+            'An NCCL process retransmits TCP segments at a high rate.',
+            '{{ $value | humanize }} TCP retransmits per second over %(w)s for %(proc)s, which runs collectives over TCP.' % { w: c.retransmitWindow, proc: proc },
+          ),
+        ],
+      },
+      {
+        // Completes the group of the recording rules these read (rules/rules.libsonnet):
+        // mixin.libsonnet's ruleGroups puts them after the records, in one group.
+        name: 'vigil-worker-slo',
+        rules: [
+          alert(
+            'VigilWorkerTtftBudgetBurnFast', 'critical', 'P1', 'worker',
+            burn('1h', '5m', 14.4),
+            '2m',
+            'Time to first token burns the SLO error budget fast.',
+            '{{ $value | humanizePercentage }} of requests to {{ $labels.job }} in {{ $labels.namespace }} waited more than %ss for their first token over the last hour (objective %s%%): at this rate 2%% of the monthly budget goes in an hour.' % [c.ttftSloSeconds, '%g' % (c.ttftObjective * 100)],
+          ),
+          alert(
+            'VigilWorkerTtftBudgetBurnSlow', 'warning', 'P2', 'worker',
+            burn('6h', '30m', 6),
+            '15m',
+            'Time to first token burns the SLO error budget.',
+            '{{ $value | humanizePercentage }} of requests to {{ $labels.job }} in {{ $labels.namespace }} waited more than %ss for their first token over the last 6 hours (objective %s%%): at this rate 5%% of the monthly budget goes in 6 hours.' % [c.ttftSloSeconds, '%g' % (c.ttftObjective * 100)],
+          ),
+        ],
+      },
+      {
+        name: 'vigil-worker',
+        rules: [
+          alert(
+            'VigilWorkerDown', 'critical', 'P1', 'worker',
+            'up{%s} == 0' % c.workerSelector,
+            c.workerDownFor,
+            'Prometheus cannot scrape a Vigil worker.',
+            'Worker {{ $labels.instance }} %s has not answered its /metrics scrape for %s.' % [where, c.workerDownFor],
+          ),
+          alert(
+            'VigilWorkerNotReady', 'warning', 'P2', 'worker',
+            'max by (cluster, namespace, pod) (kube_pod_status_ready{%s, condition="false"}) == 1' % c.workerPodSelector,
+            c.workerNotReadyFor,
+            'A Vigil worker pod is running but not ready.',
+            'Pod {{ $labels.pod }} in {{ $labels.namespace }} has failed its /ready probe for %s: it is loading, draining or stuck, and gets no traffic.' % c.workerNotReadyFor,
+          ),
+          alert(
+            'VigilWorkerKvCacheSaturated', 'warning', 'P2', 'worker',
+            |||
+              max %(W)s (vigil_worker_kv_cache_usage_ratio{%(sel)s}) > %(t)s
+              and on (instance)
+              sum %(W)s (rate(vigil_worker_preemptions_total{%(sel)s}[5m])) > 0
+            ||| % { W: W, sel: c.workerSelector, t: c.kvUsageThreshold },
+            c.kvFor,
+            'A worker\'s KV cache is full and it preempts sequences.',
+            'KV cache usage {{ $value | humanizePercentage }} with preemptions rising on worker {{ $labels.instance }} %s: requests are recomputed and latency grows.' % where,
+          ),
+          alert(
+            'VigilWorkerCudaGraphsFailing', 'warning', 'P2', 'worker',
+            // A bucket whose graph failed is never retried: the lasting symptom is its steps running
+            // eagerly, so this fires as long as that traffic lasts, not just at the failure.
+            'sum %(W)s (increase(vigil_worker_cuda_graph_eager_steps_total{%(sel)s, reason="failed_bucket"}[%(w)s])) > 0' % { W: W, sel: c.workerSelector, w: c.graphFailuresWindow },
+            c.warningFor,
+            'A worker decodes without CUDA Graphs because its graphs failed.',
+            '{{ $value | humanize }} decode steps in %(w)s ran eagerly on worker {{ $labels.instance }} %(where)s because their batch-size bucket\'s CUDA Graph failed to capture or launch (vigil_worker_cuda_graph_capture_failures_total, ..._launch_failures_total): decoding is slower until the worker restarts.' % { w: c.graphFailuresWindow, where: where },
+          ),
+        ],
+      },
+      {
+        name: 'vigil-agent',
+        rules: [
+          alert(
+            'VigilAgentDown', 'warning', 'P2', 'agent-self',
+            'up{%s} == 0' % c.agentSelector,
+            c.agentDownFor,
+            'Prometheus cannot scrape a Vigil agent: its node is not observed.',
+            'Agent {{ $labels.instance }} on {{ $labels.node }} has not answered its /metrics scrape for %s; GPU, NCCL and TCP alerts for its node cannot fire.' % c.agentDownFor,
+          ),
+          alert(
+            'VigilAgentProbesNotAttached', 'warning', 'P2', 'agent-self',
+            // Sets turned off in the config are meant; the XID tracepoint exists only with NVIDIA's
+            // open kernel module, so its absence elsewhere is not a fault.
+            |||
+              vigil_agent_probe_set_enabled{%(sel)s, reason!="disabled_by_config"} == 0
+              unless
+              vigil_agent_probe_set_enabled{%(sel)s, set="xid", reason="tracepoint_missing"}
+            ||| % { sel: c.agentSelector },
+            c.probesFor,
+            'A Vigil agent probe set is disabled.',
+            'Probe set {{ $labels.set }} of agent {{ $labels.instance }} on {{ $labels.node }} is disabled ({{ $labels.reason }}) for %s: its metrics and alerts are missing on this node.' % c.probesFor,
+          ),
+          alert(
+            'VigilAgentEventsDropped', 'warning', 'P2', 'agent-self',
+            'sum by (cluster, node, instance, set) (increase(vigil_agent_ringbuf_drops_total{%s}[%s])) > 0' % [c.agentSelector, c.dropsWindow],
+            c.warningFor,
+            'A Vigil agent drops events because its ring buffer is full.',
+            'Agent {{ $labels.instance }} on {{ $labels.node }} dropped {{ $value | humanize }} {{ $labels.set }} events in %s: failure context is lost (counters stay exact).' % c.dropsWindow,
+          ),
+        ],
+      },
+    ],
+  },
 }

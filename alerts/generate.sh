@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Renders the rules from alerts/*.jsonnet: the plain rule file and the PrometheusRule manifest,
-# and the Alertmanager config as a Secret for Kubernetes.
-# Each overlay with an alerts-config.json (overrides of alerts/config.libsonnet, e.g. its runbook
-# URL pattern) gets its own PrometheusRule, which its kustomization patches over the base's.
+# Renders the mixin's rules (alerts/*.jsonnet over mixin.libsonnet): the plain rule file and the
+# PrometheusRule manifest, and the Alertmanager config as a Secret for Kubernetes.
+# Each overlay with an alerts-config.json (overrides of the mixin's _config, config.libsonnet,
+# e.g. its runbook URL pattern) gets its own PrometheusRule, which its kustomization patches over
+# the base's.
 # usage: alerts/generate.sh [OUTPUT_ROOT]   (default: the repository; the up-to-date test passes a temp dir)
 set -euo pipefail
 src=$(cd "$(dirname "$0")" && pwd)

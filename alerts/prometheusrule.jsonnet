@@ -1,5 +1,5 @@
 // The same rules as a prometheus-operator PrometheusRule (deploy/kubernetes/base/prometheusrule.yaml,
-// and an overlay's with its `overrides` of config.libsonnet, e.g. its runbook URL pattern).
+// and an overlay's with its `overrides` of the mixin's _config, e.g. its runbook URL pattern).
 function(overrides={}) {
   apiVersion: 'monitoring.coreos.com/v1',
   kind: 'PrometheusRule',
@@ -7,5 +7,5 @@ function(overrides={}) {
     name: 'vigil',
     labels: { 'app.kubernetes.io/part-of': 'vigil', 'app.kubernetes.io/component': 'alerting' },
   },
-  spec: (import 'alerts.libsonnet')(overrides),
+  spec: (import 'rules.jsonnet')(overrides),
 }

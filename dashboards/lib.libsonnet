@@ -22,7 +22,8 @@
     sort: 1,
   },
 
-  variables: [
+  // The data source and the four filters; selector matches both scrape jobs (the cluster list).
+  variables(selector):: [
     {
       name: 'datasource',
       label: 'Data source',
@@ -30,7 +31,7 @@
       query: 'prometheus',
       current: { selected: false, text: 'Prometheus', value: 'prometheus' },
     },
-    variable('cluster', 'Cluster', 'label_values(up{job=~"vigil-agent|vigil-worker"}, cluster)'),
+    variable('cluster', 'Cluster', 'label_values(up{%s}, cluster)' % selector),
     variable('node', 'Node', 'label_values(vigil_agent_build_info{cluster=~"$cluster"}, node)'),
     variable('namespace', 'Namespace', 'label_values(vigil_worker_info{cluster=~"$cluster"}, namespace)'),
     variable('pod', 'Pod', 'label_values(vigil_worker_info{cluster=~"$cluster", namespace=~"$namespace"}, pod)'),
@@ -68,7 +69,7 @@
   },
 
   // Lays panels out two per row (width 12, height 8) and numbers them; refIds A, B, ...
-  dashboard(uid, title, description, panels):: {
+  dashboard(uid, title, description, variables, panels):: {
     uid: uid,
     title: title,
     description: description,
@@ -79,7 +80,7 @@
     time: { from: 'now-1h', to: 'now' },
     refresh: '30s',
     timezone: 'utc',
-    templating: { list: $.variables },
+    templating: { list: variables },
     links: [{ type: 'dashboards', tags: ['vigil'], asDropdown: true, title: 'Vigil dashboards' }],
     panels: [
       panels[i] {

@@ -10,7 +10,7 @@
 #include "vigil/version.h"
 
 #ifdef VIGIL_HAVE_CUDA
-#include "backend_info.h"
+#include "backend/cuda/backend_info.h"
 #endif
 
 namespace {

@@ -11,12 +11,12 @@
 #include <bpf/bpf.h>
 #include <linux/types.h>
 
-#include <cstring>
 #include <map>
 #include <set>
 
+#include "collectors/metric_builder.h"
+#include "collectors/process_labels.h"
 #include "cuda.h"
-#include "export/metric_builder.h"
 #include "probes/bpf_util.h"
 #include "usdt.h"
 
@@ -64,13 +64,9 @@ std::vector<prometheus::MetricFamily> AllocatorCollector::Collect() const {
   for (const auto& k : keys) {
     usdt_alloc_state s{};
     if (bpf_map_lookup_elem(allocators_fd_, &k, &s) != 0) continue;
-    ProcessLabels p = processes_.labels(k.tgid);
-    LabelList l = {{"pid", std::to_string(k.tgid)},
-                   {"comm", p.comm.empty() ? std::string(s.comm, strnlen(s.comm, sizeof s.comm)) : p.comm},
-                   {"container_id", p.identity.container_id},
-                   {"pod_uid", p.identity.pod_uid},
-                   {"allocator", k.allocator == USDT_ALLOC_PYTORCH ? "pytorch" : "vigil"},
-                   {"gpu", k.device == USDT_DEVICE_UNKNOWN ? "" : std::to_string(k.device)}};
+    LabelList l = process_labels(processes_, k.tgid, bpf_string(s.comm));
+    l.emplace_back("allocator", k.allocator == USDT_ALLOC_PYTORCH ? "pytorch" : "vigil");
+    l.emplace_back("gpu", k.device == USDT_DEVICE_UNKNOWN ? "" : std::to_string(k.device));
     add_sample(mallocs, l, static_cast<double>(s.mallocs));
     add_sample(frees, l, static_cast<double>(s.frees));
     add_sample(paired, l, static_cast<double>(s.allocated_bytes));

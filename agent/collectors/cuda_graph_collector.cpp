@@ -6,7 +6,10 @@
 #include <map>
 
 #include "collectors/cuda_maps.h"
-#include "collectors/cuda_result.h"
+#include "collectors/metric_builder.h"
+#include "collectors/process_labels.h"
+#include "probes/bpf_util.h"
+#include "probes/cuda_result.h"
 
 namespace vigil::agent {
 
@@ -30,7 +33,7 @@ std::vector<prometheus::MetricFamily> CudaGraphCollector::Collect() const {
 
   std::map<uint32_t, LabelList> labels;
   for (const auto& [pid, p] : procs) {
-    LabelList l = cuda_process_labels(processes_, pid, p);
+    LabelList l = process_labels(processes_, pid, bpf_string(p.comm));
     labels[pid] = l;
     add_sample(launches, l, static_cast<double>(p.calls[CUDA_FN_GRAPH_LAUNCH]));
     add_sample(in_capture, l, static_cast<double>(p.allocs_in_capture));

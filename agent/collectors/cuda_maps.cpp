@@ -3,8 +3,6 @@
 
 #include <bpf/bpf.h>
 
-#include <cstring>
-
 #include "probes/bpf_util.h"
 
 namespace vigil::agent {
@@ -25,15 +23,6 @@ std::vector<std::pair<cuda_err_key, uint64_t>> read_cuda_errors(int errors_fd) {
     if (bpf_map_lookup_elem(errors_fd, &k, &n) == 0) out.emplace_back(k, n);
   }
   return out;
-}
-
-LabelList cuda_process_labels(ProcessTable& processes, uint32_t pid, const cuda_proc& p) {
-  ProcessLabels l = processes.labels(pid);
-  std::string comm = l.comm.empty() ? std::string(p.comm, strnlen(p.comm, sizeof p.comm)) : l.comm;
-  return {{"pid", std::to_string(pid)},
-          {"comm", comm},
-          {"container_id", l.identity.container_id},
-          {"pod_uid", l.identity.pod_uid}};
 }
 
 }  // namespace vigil::agent

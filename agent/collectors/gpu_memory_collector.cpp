@@ -10,8 +10,10 @@
 #include <limits>
 
 #include "collectors/cuda_maps.h"
-#include "collectors/cuda_result.h"
+#include "collectors/metric_builder.h"
+#include "collectors/process_labels.h"
 #include "probes/bpf_util.h"
+#include "probes/cuda_result.h"
 
 namespace vigil::agent {
 
@@ -76,7 +78,7 @@ std::vector<prometheus::MetricFamily> GpuMemoryCollector::Collect() const {
   std::lock_guard lock(mu_);
   std::map<uint32_t, LabelList> labels;
   for (const auto& [pid, p] : procs) {
-    LabelList l = cuda_process_labels(processes_, pid, p);
+    LabelList l = process_labels(processes_, pid, bpf_string(p.comm));
     labels[pid] = l;
     uint64_t base_allocs = 0, base_small = 0;
     if (auto it = samples_.find(pid); it != samples_.end() && !it->second.empty() &&

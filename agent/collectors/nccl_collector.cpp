@@ -6,11 +6,11 @@
 #include <bpf/bpf.h>
 #include <linux/types.h>
 
-#include <cstring>
 #include <map>
 #include <set>
 
-#include "export/metric_builder.h"
+#include "collectors/metric_builder.h"
+#include "collectors/process_labels.h"
 #include "nccl.h"
 #include "probes/bpf_util.h"
 #include "probes/nccl_probe.h"
@@ -48,10 +48,7 @@ std::vector<prometheus::MetricFamily> NcclCollector::Collect() const {
   for (__u32 pid : map_keys<__u32>(procs_fd_)) {
     nccl_proc p{};
     if (bpf_map_lookup_elem(procs_fd_, &pid, &p) != 0) continue;
-    ProcessLabels l = processes_.labels(pid);
-    std::string comm = l.comm.empty() ? std::string(p.comm, strnlen(p.comm, sizeof p.comm)) : l.comm;
-    labels[pid] = {{"pid", std::to_string(pid)}, {"comm", comm},
-                   {"container_id", l.identity.container_id}, {"pod_uid", l.identity.pod_uid}};
+    labels[pid] = process_labels(processes_, pid, bpf_string(p.comm));
     add_sample(comms, labels[pid], static_cast<double>(p.communicators));
     add_sample(aborts, labels[pid], static_cast<double>(p.aborts));
   }

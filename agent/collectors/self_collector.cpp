@@ -2,7 +2,7 @@
 // kernel-side events and ring buffer drops, and how long each collector's last scrape took.
 #include "collectors/self_collector.h"
 
-#include "export/metric_builder.h"
+#include "collectors/metric_builder.h"
 #include "vigil/version.h"
 
 namespace vigil::agent {

@@ -3,7 +3,7 @@
 
 #include <prometheus/collectable.h>
 
-#include "collectors/agent_stats.h"
+#include "stats/agent_stats.h"
 
 namespace vigil::agent {
 

@@ -6,16 +6,43 @@
 #include <linux/types.h>
 
 #include <algorithm>
-#include <cstring>
 #include <ctime>
 #include <vector>
 
-#include "export/metric_builder.h"
+#include "collectors/metric_builder.h"
+#include "collectors/process_labels.h"
 #include "probes/bpf_util.h"
 #include "tcp.h"
 
 namespace vigil::agent {
 namespace {
+
+using prometheus::MetricType;
+
+struct PeerRow {
+  tcp_peer_key key;
+  tcp_peer_val val;
+};
+
+// tcp.bpf.c's (pid, peer) counters, by pid.
+std::map<uint32_t, std::vector<PeerRow>> read_peers(int peers_fd) {
+  std::map<uint32_t, std::vector<PeerRow>> by_pid;
+  for (const auto& k : map_keys<tcp_peer_key>(peers_fd)) {
+    tcp_peer_val v{};
+    if (bpf_map_lookup_elem(peers_fd, &k, &v) == 0) by_pid[k.tgid].push_back({k, v});
+  }
+  return by_pid;
+}
+
+// tcp.bpf.c's per-process socket state at the latest retransmit.
+std::map<uint32_t, tcp_timer_state> read_timer_states(int procs_fd) {
+  std::map<uint32_t, tcp_timer_state> states;
+  for (const auto& pid : map_keys<__u32>(procs_fd)) {
+    tcp_timer_state s{};
+    if (bpf_map_lookup_elem(procs_fd, &pid, &s) == 0) states[pid] = s;
+  }
+  return states;
+}
 
 std::string peer_text(const tcp_peer_key& k) {
   char buf[INET6_ADDRSTRLEN] = {};
@@ -25,14 +52,80 @@ std::string peer_text(const tcp_peer_key& k) {
   return buf;
 }
 
-LabelList process_labels(uint32_t pid, const ProcessLabels& p, const std::string& kernel_comm) {
-  std::string comm = p.comm.empty() ? kernel_comm : p.comm;
-  if (pid == 0) comm = "[unattributed]";
-  return {{"pid", std::to_string(pid)},
-          {"comm", comm},
-          {"container_id", p.identity.container_id},
-          {"pod_uid", p.identity.pod_uid}};
+// One process's counters summed by peer label. Peers not yet chosen are admitted by their count,
+// busiest first, until the process has `top_peers`; the rest add to "other".
+std::map<std::string, tcp_peer_val> sum_by_peer(std::vector<PeerRow>& rows, std::set<std::string>& chosen,
+                                                int top_peers) {
+  std::sort(rows.begin(), rows.end(), [](const PeerRow& a, const PeerRow& b) {
+    return a.val.retrans_segs + a.val.resets_sent + a.val.resets_received >
+           b.val.retrans_segs + b.val.resets_sent + b.val.resets_received;
+  });
+  std::map<std::string, tcp_peer_val> sums;
+  for (const auto& r : rows) {
+    std::string peer = peer_text(r.key);
+    if (!chosen.count(peer)) {
+      if (static_cast<int>(chosen.size()) < top_peers) chosen.insert(peer);
+      else peer = "other";
+    }
+    auto& s = sums[peer];
+    s.retrans_segs += r.val.retrans_segs;
+    s.synack_retrans += r.val.synack_retrans;
+    s.resets_sent += r.val.resets_sent;
+    s.resets_received += r.val.resets_received;
+  }
+  return sums;
 }
+
+// The series of the (process, peer) counters.
+struct PeerFamilies {
+  prometheus::MetricFamily retrans = make_family(
+      "tcp_retransmits_total",
+      "TCP segments retransmitted (as the kernel's RetransSegs counts), by owning process and peer.",
+      MetricType::Counter);
+  prometheus::MetricFamily synack = make_family(
+      "tcp_synack_retransmits_total", "SYN-ACK retransmits of a process's listening sockets, by peer.",
+      MetricType::Counter);
+  prometheus::MetricFamily resets =
+      make_family("tcp_resets_total", "TCP resets sent or received, by process and peer.", MetricType::Counter);
+
+  void add(const LabelList& process, const std::string& peer, const tcp_peer_val& s) {
+    LabelList l = process;
+    l.emplace_back("peer", peer);
+    add_sample(retrans, l, static_cast<double>(s.retrans_segs));
+    add_sample(synack, l, static_cast<double>(s.synack_retrans));
+    LabelList sent = l, recv = l;
+    sent.emplace_back("direction", "sent");
+    recv.emplace_back("direction", "received");
+    add_sample(resets, sent, static_cast<double>(s.resets_sent));
+    add_sample(resets, recv, static_cast<double>(s.resets_received));
+  }
+};
+
+// The series of a process's socket at its latest retransmit.
+struct TimerFamilies {
+  prometheus::MetricFamily rto = make_family(
+      "tcp_rto_seconds", "Retransmission timeout of the process's socket at its latest retransmit.", MetricType::Gauge);
+  prometheus::MetricFamily backoff = make_family(
+      "tcp_backoff", "Exponential backoff exponent (icsk_backoff) at the latest retransmit.", MetricType::Gauge);
+  prometheus::MetricFamily consecutive = make_family(
+      "tcp_consecutive_retransmits",
+      "Retransmits of the same data without progress (icsk_retransmits) at the latest retransmit.",
+      MetricType::Gauge);
+  prometheus::MetricFamily srtt =
+      make_family("tcp_srtt_seconds", "Smoothed RTT of the socket at the latest retransmit.", MetricType::Gauge);
+  prometheus::MetricFamily stall = make_family(
+      "tcp_stall_seconds",
+      "How long the process's latest retransmitting socket has been timing out without progress; 0 when it is not.",
+      MetricType::Gauge);
+
+  void add(const LabelList& process, const tcp_timer_state& s, uint64_t now_ns) {
+    add_sample(rto, process, static_cast<double>(s.rto_us) / 1e6);
+    add_sample(backoff, process, s.backoff);
+    add_sample(consecutive, process, s.retransmits);
+    add_sample(srtt, process, static_cast<double>(s.srtt_us) / 1e6);
+    add_sample(stall, process, stall_seconds(s, now_ns));
+  }
+};
 
 }  // namespace
 
@@ -69,88 +162,21 @@ void TcpCollector::expire() const {
 }
 
 std::vector<prometheus::MetricFamily> TcpCollector::Collect() const {
-  using prometheus::MetricType;
-  struct Row {
-    tcp_peer_key key;
-    tcp_peer_val val;
-  };
-  std::map<uint32_t, std::vector<Row>> by_pid;
-  for (const auto& k : map_keys<tcp_peer_key>(peers_fd_)) {
-    tcp_peer_val v{};
-    if (bpf_map_lookup_elem(peers_fd_, &k, &v) == 0) by_pid[k.tgid].push_back({k, v});
-  }
-  std::map<uint32_t, tcp_timer_state> states;
-  for (const auto& pid : map_keys<__u32>(procs_fd_)) {
-    tcp_timer_state s{};
-    if (bpf_map_lookup_elem(procs_fd_, &pid, &s) == 0) states[pid] = s;
-  }
-
-  auto retrans = make_family("tcp_retransmits_total",
-                             "TCP segments retransmitted (as the kernel's RetransSegs counts), by owning process and peer.",
-                             MetricType::Counter);
-  auto synack = make_family("tcp_synack_retransmits_total",
-                            "SYN-ACK retransmits of a process's listening sockets, by peer.", MetricType::Counter);
-  auto resets = make_family("tcp_resets_total", "TCP resets sent or received, by process and peer.",
-                            MetricType::Counter);
-  auto rto = make_family("tcp_rto_seconds", "Retransmission timeout of the process's socket at its latest retransmit.",
-                         MetricType::Gauge);
-  auto backoff = make_family("tcp_backoff", "Exponential backoff exponent (icsk_backoff) at the latest retransmit.",
-                             MetricType::Gauge);
-  auto consecutive = make_family("tcp_consecutive_retransmits",
-                                 "Retransmits of the same data without progress (icsk_retransmits) at the latest retransmit.",
-                                 MetricType::Gauge);
-  auto srtt = make_family("tcp_srtt_seconds", "Smoothed RTT of the socket at the latest retransmit.", MetricType::Gauge);
-  auto stall = make_family("tcp_stall_seconds",
-                           "How long the process's latest retransmitting socket has been timing out without progress; 0 when it is not.",
-                           MetricType::Gauge);
-  uint64_t now = monotonic_ns();
+  auto by_pid = read_peers(peers_fd_);
+  const auto states = read_timer_states(procs_fd_);
+  PeerFamilies peers;
+  TimerFamilies timers;
+  const uint64_t now = monotonic_ns();
 
   std::lock_guard lock(mu_);
   for (auto& [pid, rows] : by_pid) {
     auto st = states.find(pid);
-    std::string kcomm = st == states.end() ? "" : std::string(st->second.comm, strnlen(st->second.comm, VIGIL_COMM_LEN));
-    LabelList base = process_labels(pid, processes_.labels(pid), kcomm);
-    // Admit new peers by their count, busiest first, until the process has top_peers_.
-    std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
-      return a.val.retrans_segs + a.val.resets_sent + a.val.resets_received >
-             b.val.retrans_segs + b.val.resets_sent + b.val.resets_received;
-    });
-    auto& chosen = chosen_[pid];
-    std::map<std::string, tcp_peer_val> sums;
-    for (const auto& r : rows) {
-      std::string peer = peer_text(r.key);
-      if (!chosen.count(peer)) {
-        if (static_cast<int>(chosen.size()) < top_peers_) chosen.insert(peer);
-        else peer = "other";
-      }
-      auto& s = sums[peer];
-      s.retrans_segs += r.val.retrans_segs;
-      s.synack_retrans += r.val.synack_retrans;
-      s.resets_sent += r.val.resets_sent;
-      s.resets_received += r.val.resets_received;
-    }
-    for (const auto& [peer, s] : sums) {
-      LabelList l = base;
-      l.emplace_back("peer", peer);
-      add_sample(retrans, l, static_cast<double>(s.retrans_segs));
-      add_sample(synack, l, static_cast<double>(s.synack_retrans));
-      LabelList sent = l, recv = l;
-      sent.emplace_back("direction", "sent");
-      recv.emplace_back("direction", "received");
-      add_sample(resets, sent, static_cast<double>(s.resets_sent));
-      add_sample(resets, recv, static_cast<double>(s.resets_received));
-    }
+    const LabelList process = process_labels(processes_, pid, st == states.end() ? "" : bpf_string(st->second.comm));
+    for (const auto& [peer, sums] : sum_by_peer(rows, chosen_[pid], top_peers_)) peers.add(process, peer, sums);
   }
-  for (const auto& [pid, s] : states) {
-    LabelList l = process_labels(pid, processes_.labels(pid),
-                                 std::string(s.comm, strnlen(s.comm, VIGIL_COMM_LEN)));
-    add_sample(rto, l, static_cast<double>(s.rto_us) / 1e6);
-    add_sample(backoff, l, s.backoff);
-    add_sample(consecutive, l, s.retransmits);
-    add_sample(srtt, l, static_cast<double>(s.srtt_us) / 1e6);
-    add_sample(stall, l, stall_seconds(s, now));
-  }
-  return {retrans, synack, resets, rto, backoff, consecutive, srtt, stall};
+  for (const auto& [pid, s] : states) timers.add(process_labels(processes_, pid, bpf_string(s.comm)), s, now);
+  return {peers.retrans, peers.synack, peers.resets, timers.rto, timers.backoff, timers.consecutive, timers.srtt,
+          timers.stall};
 }
 
 }  // namespace vigil::agent

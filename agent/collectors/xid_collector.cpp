@@ -5,9 +5,7 @@
 #include <bpf/bpf.h>
 #include <linux/types.h>
 
-#include <cstring>
-
-#include "export/metric_builder.h"
+#include "collectors/metric_builder.h"
 #include "probes/bpf_util.h"
 #include "xid.h"
 
@@ -19,8 +17,7 @@ std::vector<prometheus::MetricFamily> XidCollector::Collect() const {
   for (const auto& k : map_keys<xid_key>(xids_fd_)) {
     __u64 n = 0;
     if (bpf_map_lookup_elem(xids_fd_, &k, &n) != 0) continue;
-    add_sample(f, {{"gpu", std::string(k.dev, strnlen(k.dev, sizeof k.dev))}, {"xid", std::to_string(k.code)}},
-               static_cast<double>(n));
+    add_sample(f, {{"gpu", bpf_string(k.dev)}, {"xid", std::to_string(k.code)}}, static_cast<double>(n));
   }
   return {f};
 }

@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "collectors/agent_stats.h"
 #include "probes/bpf_util.h"
 #include "probes/ring_reader.h"
+#include "stats/agent_stats.h"
 
 struct collective_bpf;
 struct collective_failure;

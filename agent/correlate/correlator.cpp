@@ -12,8 +12,9 @@
 #include <set>
 
 #include "collective.h"
+#include "collectors/metric_builder.h"
+#include "collectors/process_labels.h"
 #include "collectors/tcp_collector.h"
-#include "export/metric_builder.h"
 #include "nccl.h"
 #include "probes/bpf_util.h"
 #include "tcp.h"
@@ -22,8 +23,6 @@ namespace vigil::agent {
 namespace {
 
 const char* const kOpNames[] = {"unknown", "all_gather", "all_reduce", "broadcast", "barrier"};
-
-std::string comm_of(const char* c, size_t n) { return std::string(c, strnlen(c, n)); }
 
 tcp_conn_key other_end(const tcp_conn_key& k) {
   tcp_conn_key o = k;
@@ -137,7 +136,7 @@ void Correlator::on_collective_failure(const collective_failure& f) {
   char what[160];
   std::snprintf(what, sizeof what, "%s %s after %.3f s (timeout %llu ms)", kOpNames[f.op < 5 ? f.op : 0], kind,
                 static_cast<double>(f.elapsed_ns) / 1e9, static_cast<unsigned long long>(f.timeout_ms));
-  record(f.tgid, comm_of(f.comm, sizeof f.comm), "worker", kind, start, f.ts_ns, what);
+  record(f.tgid, bpf_string(f.comm), "worker", kind, start, f.ts_ns, what);
 }
 
 void Correlator::poll_nccl() {
@@ -159,7 +158,7 @@ void Correlator::poll_nccl() {
       seen = nccl_seen_[pid];
       nccl_seen_[pid] = now_counts;
     }
-    const std::string comm = comm_of(p.comm, sizeof p.comm);
+    const std::string comm = bpf_string(p.comm);
     const uint64_t start = now - std::min(now, window);
     for (uint64_t i = seen.first; i < now_counts.first; ++i) record(pid, comm, "nccl", "abort", start, now, "ncclCommAbort");
     for (uint64_t i = seen.second; i < now_counts.second; ++i)
@@ -200,17 +199,10 @@ std::vector<prometheus::MetricFamily> Correlator::Collect() const {
                           "(TCP stall so far + wait until the next retransmit) / the process's collective timeout, "
                           "worst end of the process's connections.",
                           MetricType::Gauge);
-  auto labels = [&](uint32_t pid, const std::string& fallback_comm) {
-    ProcessLabels l = processes_.labels(pid);
-    return LabelList{{"pid", std::to_string(pid)},
-                     {"comm", l.comm.empty() ? fallback_comm : l.comm},
-                     {"container_id", l.identity.container_id},
-                     {"pod_uid", l.identity.pod_uid}};
-  };
   {
     std::lock_guard lock(mu_);
     for (const auto& [key, c] : counts_) {
-      LabelList l = labels(std::get<0>(key), comms_.at(std::get<0>(key)));
+      LabelList l = process_labels(processes_, std::get<0>(key), comms_.at(std::get<0>(key)));
       l.push_back({"source", std::get<1>(key)});
       l.push_back({"kind", std::get<2>(key)});
       add_sample(correlated, l, static_cast<double>(c.first));
@@ -223,18 +215,18 @@ std::vector<prometheus::MetricFamily> Correlator::Collect() const {
     for (__u32 pid : map_keys<__u32>(nccl_procs_fd_)) {
       nccl_proc p{};
       if (bpf_map_lookup_elem(nccl_procs_fd_, &pid, &p) == 0)
-        timeouts[pid] = {std::chrono::duration<double>(nccl_timeout_).count(), comm_of(p.comm, sizeof p.comm)};
+        timeouts[pid] = {std::chrono::duration<double>(nccl_timeout_).count(), bpf_string(p.comm)};
     }
   if (collective_procs_fd_ >= 0)
     for (__u32 pid : map_keys<__u32>(collective_procs_fd_)) {
       collective_proc p{};
       if (bpf_map_lookup_elem(collective_procs_fd_, &pid, &p) == 0 && p.timeout_ms > 0)
-        timeouts[pid] = {static_cast<double>(p.timeout_ms) / 1e3, comm_of(p.comm, sizeof p.comm)};
+        timeouts[pid] = {static_cast<double>(p.timeout_ms) / 1e3, bpf_string(p.comm)};
     }
   const ConnectionTable conns = timeouts.empty() ? ConnectionTable{} : ConnectionTable::read(tcp_conns_fd_);
   const uint64_t now = monotonic_ns();
   for (const auto& [pid, t] : timeouts)
-    add_sample(risk, labels(pid, t.second), timeout_risk_ratio(conns.ends_of(pid), now, t.first));
+    add_sample(risk, process_labels(processes_, pid, t.second), timeout_risk_ratio(conns.ends_of(pid), now, t.first));
   return {correlated, uncorrelated, risk};
 }
 

@@ -28,15 +28,6 @@ bool kind_of(const std::string& path, LibraryKind& kind) {
 
 }  // namespace
 
-const char* library_kind_name(LibraryKind kind) {
-  switch (kind) {
-    case LibraryKind::kCuda: return "cuda";
-    case LibraryKind::kNccl: return "nccl";
-    case LibraryKind::kUsdt: return "usdt";
-  }
-  return "unknown";
-}
-
 std::vector<MapsEntry> parse_maps(const std::string& maps_text) {
   std::vector<MapsEntry> out;
   std::istringstream in(maps_text);
@@ -90,6 +81,13 @@ std::vector<LibraryHit> scan_libraries(const std::string& proc_root, uint32_t on
     }
   }
   return hits;
+}
+
+std::set<std::pair<dev_t, ino_t>> files_of_kind(const std::vector<LibraryHit>& hits, LibraryKind kind) {
+  std::set<std::pair<dev_t, ino_t>> files;
+  for (const auto& hit : hits)
+    if (hit.kind == kind) files.insert({hit.dev, hit.inode});
+  return files;
 }
 
 }  // namespace vigil::agent

@@ -4,14 +4,15 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace vigil::agent {
 
 // kUsdt: files that may carry allocator USDT probes (PyTorch's libc10/libtorch_cuda, vigil-worker).
 enum class LibraryKind { kCuda, kNccl, kUsdt };
-const char* library_kind_name(LibraryKind kind);
 
 // One executable mapping of a library we probe, as /proc/PID/maps shows it.
 struct MapsEntry {
@@ -34,5 +35,8 @@ struct LibraryHit {
 
 // Scans every /proc/PID/maps under proc_root (or only `pid` when non-zero).
 std::vector<LibraryHit> scan_libraries(const std::string& proc_root, uint32_t pid = 0);
+
+// The distinct files (device, inode) of one kind among `hits`.
+std::set<std::pair<dev_t, ino_t>> files_of_kind(const std::vector<LibraryHit>& hits, LibraryKind kind);
 
 }  // namespace vigil::agent

@@ -5,12 +5,14 @@
 #include <bpf/libbpf.h>
 
 #include <cstdint>
+#include <cstring>
 #include <ctime>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "collectors/agent_stats.h"
+#include "stats/agent_stats.h"
 
 namespace vigil::agent {
 
@@ -21,6 +23,19 @@ using Link = std::unique_ptr<bpf_link, LinkDeleter>;
 
 // Short, bounded reason for an attach failure metric label ("ENOENT", "EPERM", ...).
 std::string errno_reason(int err);
+
+// A probe set's tracepoint is absent from this kernel: the set is reported as tracepoint_missing,
+// not as a failure to load.
+class TracepointMissing : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A char array of a BPF struct (comm, device name): NUL-terminated only when shorter than the array.
+template <size_t N>
+std::string bpf_string(const char (&s)[N]) {
+  return std::string(s, strnlen(s, N));
+}
 
 // Sums the per-CPU self-counters map (probe_stats) of a BPF object.
 KernelCounters read_probe_stats(const bpf_map* stats_map);

@@ -10,9 +10,9 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "collectors/cuda_result.h"
 #include "cuda.h"
 #include "cuda.skel.h"
+#include "probes/cuda_result.h"
 
 namespace vigil::agent {
 namespace {

@@ -9,10 +9,10 @@
 #include <set>
 #include <string>
 
-#include "collectors/agent_stats.h"
 #include "probes/bpf_util.h"
 #include "probes/ring_reader.h"
 #include "probes/uprobe_set.h"
+#include "stats/agent_stats.h"
 
 struct cuda_bpf;
 

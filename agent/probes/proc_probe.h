@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "collectors/agent_stats.h"
 #include "probes/bpf_util.h"
 #include "probes/ring_reader.h"
+#include "stats/agent_stats.h"
 
 struct proc_bpf;
 

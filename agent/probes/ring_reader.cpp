@@ -55,7 +55,6 @@ void RingReader::add(const std::string& set, int map_fd, ring_buffer_sample_fn f
   } else if (int err = ring_buffer__add(rb_, map_fd, fn, ctx); err != 0) {
     throw std::runtime_error(set + " ring buffer: " + errno_reason(-err));
   }
-  sets_.push_back(set);
 }
 
 void RingReader::start() {

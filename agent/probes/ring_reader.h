@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <string>
 #include <thread>
-#include <vector>
 
 namespace vigil::agent {
 
@@ -37,14 +36,12 @@ class RingReader {
   int consume();
 
   bool running() const { return thread_.joinable(); }
-  const std::vector<std::string>& sets() const { return sets_; }
 
  private:
   void run();
   ring_buffer* rb_ = nullptr;
   int stop_fd_ = -1;   // eventfd: written once by stop()
   int epoll_fd_ = -1;  // the manager's epoll fd + stop_fd_
-  std::vector<std::string> sets_;
   std::thread thread_;
 };
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "collectors/agent_stats.h"
 #include "probes/bpf_util.h"
+#include "stats/agent_stats.h"
 
 struct tcp_bpf;
 

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "collectors/agent_stats.h"
 #include "probes/bpf_util.h"
+#include "stats/agent_stats.h"
 
 namespace vigil::agent {
 

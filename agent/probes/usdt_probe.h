@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "collectors/agent_stats.h"
 #include "probes/bpf_util.h"
+#include "stats/agent_stats.h"
 
 struct usdt_bpf;
 

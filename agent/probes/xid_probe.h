@@ -4,12 +4,11 @@
 
 #include <deque>
 #include <memory>
-#include <stdexcept>
 #include <string>
 
-#include "collectors/agent_stats.h"
 #include "probes/bpf_util.h"
 #include "probes/ring_reader.h"
+#include "stats/agent_stats.h"
 
 struct xid_bpf;
 
@@ -24,11 +23,6 @@ struct XidTracepoint {
   std::string dev_field = "dev";
   std::string code_field = "error_code";
   std::string msg_field = "msg";
-};
-
-class TracepointMissing : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
 };
 
 class XidProbe {

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Checks the generated Grafana dashboards without a server: up to date with the jsonnet source,
 valid dashboard JSON (unique uids and panel ids, grid within 24 columns, every target with a
-query and the $datasource), the five template variables, and every PromQL expression parsed by
-promtool (written as recording rules into a temp file, with the variables substituted).
+query and the $datasource), the five template variables, every job matcher from the mixin's
+configured selectors, and every PromQL expression parsed by promtool (written as recording rules
+into a temp file, with the variables substituted).
 usage: check_dashboards.py"""
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -18,6 +20,10 @@ sys.path.insert(0, os.path.join(ROOT, 'tests', 'e2e', 'alerting'))
 from dashboards_check import expressions, substitute  # noqa: E402
 
 VARIABLES = ['datasource', 'cluster', 'node', 'namespace', 'pod']
+# Selectors no deployment has: rendered with them, a job matcher left is written in a dashboard.
+SELECTORS = {'agentSelector': 'job="check-agent"', 'workerSelector': 'job="check-worker"',
+             'vigilSelector': 'job=~"check-agent|check-worker"'}
+JOB_MATCHER = re.compile(r'\bjob\s*(=|!=|=~|!~)')
 errors = []
 
 
@@ -35,6 +41,17 @@ def main():
         for f in fresh + ['deploy/kubernetes/base/dashboards-configmap.yaml']:
             with open(os.path.join(tmp, f)) as a, open(os.path.join(ROOT, f)) as b:
                 check(a.read() == b.read(), f + ' is stale: run dashboards/generate.sh')
+
+    overridden = json.loads(subprocess.run(
+        ['jsonnet', '--tla-code', 'overrides=' + json.dumps(SELECTORS), os.path.join(ROOT, 'dashboards', 'dashboards.jsonnet')],
+        check=True, capture_output=True, text=True).stdout)
+    for name, d in sorted(overridden.items()):
+        queries = [v['query']['query'] for v in d['templating']['list'][1:]] + [e for _, _, e in expressions(d)]
+        for q in queries:
+            rest = q
+            for sel in SELECTORS.values():
+                rest = rest.replace(sel, '')
+            check(not JOB_MATCHER.search(rest), '%s: %r matches a job itself: use a selector of the mixin\'s _config' % (name, q))
 
     uids, rules = set(), []
     files = sorted(glob.glob(ROOT + '/dashboards/generated/*.json'))

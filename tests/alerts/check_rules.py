@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Checks the generated rules against their contract: files up to date with the jsonnet source,
+mixin.libsonnet exposing its alerts, recording rules and dashboards (each kind in its own field),
 recording rules read only after them in their own group, every alert with severity/priority/summary/description/runbook, a non-zero `for`, a runbook page,
 and a promtool case that it is silent before `for` and one that it fires after.
 usage: check_rules.py  (run by CTest with the ops venv's python)"""
@@ -58,7 +59,25 @@ def check_record_order(groups):
                 seen.add(r['record'])
 
 
+def check_mixin():
+    """mixin.libsonnet's three fields, non-empty, as mixin consumers read them: alerts only in
+    prometheusAlerts, records only in prometheusRules."""
+    r = subprocess.run(['jsonnet', '-J', ROOT, '-e', "local m = import 'mixin.libsonnet'; "
+                        '{ alerts: m.prometheusAlerts.groups, rules: m.prometheusRules.groups, '
+                        'dashboards: std.objectFields(m.grafanaDashboards) }'], capture_output=True, text=True)
+    check(r.returncode == 0, 'mixin.libsonnet lacks a field:\n' + r.stderr)
+    if r.returncode:
+        return
+    m = json.loads(r.stdout)
+    for field, groups, kind in (('prometheusAlerts', m['alerts'], 'alert'), ('prometheusRules', m['rules'], 'record')):
+        rules = [r for g in groups for r in g['rules']]
+        check(rules, 'mixin.libsonnet: %s is empty' % field)
+        check(all(kind in r for r in rules), 'mixin.libsonnet: %s holds a rule that is not an %s' % (field, kind))
+    check(m['dashboards'], 'mixin.libsonnet: grafanaDashboards is empty')
+
+
 def main():
+    check_mixin()
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([os.path.join(ROOT, 'alerts', 'generate.sh'), tmp], check=True)
         for f in GENERATED + OVERLAY_RULES:

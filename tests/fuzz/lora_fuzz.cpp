@@ -11,8 +11,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     auto adapter = vigil::LoraAdapter::from_gguf(vigil::GgufFile::parse({data, size}, "fuzz.gguf"), *model);
     for (int l = 0; l < model->hparams().n_layer; ++l)
-      for (int t = 0; t < vigil::kLoraTargetCount; ++t)
-        if (const vigil::LoraPair* p = adapter->pair(l, static_cast<vigil::LoraTarget>(t)))
+      for (int t = 0; t < vigil::kLayerMatrices; ++t)
+        if (const vigil::LoraPair* p = adapter->pair(l, static_cast<vigil::LayerMatrix>(t)))
           if (p->a.rows != p->b.cols || p->a.rows < 1 || p->a.rows > vigil::kMaxLoraRank) std::abort();
   } catch (const vigil::GgufError&) {
   }

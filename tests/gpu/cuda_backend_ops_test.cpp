@@ -1,5 +1,5 @@
 // Cross-backend test (llama.cpp test-backend-ops style): every CUDA op on random inputs against a
-// CPU reference with a per-op normalized-error bound, then the whole model against LlamaContext.
+// CPU reference with a per-op normalized-error bound, then the whole model against CpuForward.
 // Needs a GPU: without one it fails (exit 1) before running anything. Run by tests/gpu/device_check.sh.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -10,15 +10,17 @@
 #include <random>
 #include <vector>
 
-#include "cuda_check.h"
-#include "cuda_context.h"
-#include "gemm.h"
+#include "kernels/cuda/cuda_check.h"
+#include "backend/cuda/cuda_backend.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/thread_pool.h"
-#include "model/kv_cache.h"
+#include "backend/cpu/cpu_forward.h"
+#include "backend/cpu/kv_cache.h"
+#include "backend/kv_blocks.h"
 #include "model/llama_model.h"
-#include "ops.h"
+#include "kernels/cuda/ops.h"
 
 namespace vigil::cuda {
 namespace {
@@ -289,7 +291,7 @@ TEST(CudaModel, LogitsMatchTheCpuContextAndGraphsMatchEager) {
   for (int i = 0; i < 40; ++i)
     batch.push_back({tok(rng), i / 2, i % 2 ? &b : &a, i >= 38});
   ThreadPool pool(4);
-  LlamaContext cpu(*model, cache, pool, 40, kMaxPos);
+  CpuForward cpu(*model, cache, pool, 40, kMaxPos);
   cpu.forward(batch);
   for (auto mm : {CudaOptions::Matmul::kAuto, CudaOptions::Matmul::kCublas, CudaOptions::Matmul::kGemv}) {
     CudaOptions opt;
@@ -301,7 +303,7 @@ TEST(CudaModel, LogitsMatchTheCpuContextAndGraphsMatchEager) {
     std::vector<float> eager_logits;
     for (bool graphs : {false, true}) {
       opt.graphs = graphs;
-      CudaContext gpu(*model, opt);
+      CudaBackend gpu(*model, opt);
       gpu.forward(batch);
       ASSERT_EQ(gpu.n_logits(), 2);
       for (int r = 0; r < 2; ++r) {

@@ -19,9 +19,11 @@
 
 #include <unistd.h>
 
-#include "cuda_context.h"
+#include "backend/cuda/cuda_backend.h"
 #include "kernels/cpu/thread_pool.h"
-#include "model/kv_cache.h"
+#include "backend/cpu/cpu_forward.h"
+#include "backend/cpu/kv_cache.h"
+#include "backend/kv_blocks.h"
 #include "model/llama_model.h"
 #include "model/vocab.h"
 
@@ -42,7 +44,7 @@ struct Args {
 };
 
 // Greedy continuation on the GPU: prefill the prompt in chunks of max_batch, then decode.
-std::vector<int32_t> gpu_greedy(cuda::CudaContext& ctx, KvSequence& seq, const std::vector<int32_t>& prompt, int n,
+std::vector<int32_t> gpu_greedy(cuda::CudaBackend& ctx, KvSequence& seq, const std::vector<int32_t>& prompt, int n,
                                 int max_batch) {
   std::vector<BatchToken> batch;
   for (size_t i = 0; i < prompt.size(); ++i) {
@@ -66,7 +68,7 @@ std::vector<int32_t> cpu_greedy(const LlamaModel& model, const std::vector<int32
   KvCache cache(model.hparams(), (n_ctx + kBlock - 1) / kBlock, kBlock);
   KvBlockAllocator blocks(cache.n_blocks());
   ThreadPool pool(4);
-  LlamaContext ctx(model, cache, pool, static_cast<int>(prompt.size()), n_ctx);
+  CpuForward ctx(model, cache, pool, static_cast<int>(prompt.size()), n_ctx);
   KvSequence seq;
   blocks.reserve(seq, n_ctx, kBlock);
   std::vector<BatchToken> batch;
@@ -88,7 +90,7 @@ std::string ids(const std::vector<int32_t>& v) {
   return "[" + s + "]";
 }
 
-void print_counters(const cuda::CudaContext& ctx) {
+void print_counters(const cuda::CudaBackend& ctx) {
   const AllocatorStats a = ctx.allocator_stats();
   const GraphStats g = *ctx.graph_stats();
   std::printf("\"allocator\": {\"segment_allocs\": %llu, \"segment_frees\": %llu, \"reserved_bytes\": %zu, "
@@ -109,7 +111,7 @@ int check(const LlamaModel& model, const std::vector<int32_t>& prompt, Args a) {
   std::vector<int32_t> gpu[2];
   for (int graphs = 0; graphs < 2; ++graphs) {
     a.opt.graphs = graphs == 1;
-    cuda::CudaContext ctx(model, a.opt);
+    cuda::CudaBackend ctx(model, a.opt);
     KvBlockAllocator blocks(a.opt.n_blocks);
     KvSequence seq;
     blocks.reserve(seq, static_cast<int32_t>(prompt.size()) + n, kBlock);
@@ -137,7 +139,7 @@ int bench(const LlamaModel& model, const std::vector<int32_t>& prompt, Args a) {
     std::fflush(stdout);
     std::getline(std::cin, line);
   }
-  cuda::CudaContext ctx(model, a.opt);
+  cuda::CudaBackend ctx(model, a.opt);
   std::fprintf(stderr, "%s\n", ctx.describe().c_str());
   KvBlockAllocator blocks(a.opt.n_blocks);
   std::vector<KvSequence> seqs(static_cast<size_t>(streams));

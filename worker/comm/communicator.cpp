@@ -1,7 +1,7 @@
 // The instrumented entry points shared by every backend: probes, timing, error classification.
 #include "comm/communicator.h"
 
-#include "probes.h"
+#include "base/probes.h"
 
 namespace vigil {
 

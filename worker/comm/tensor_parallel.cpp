@@ -1,18 +1,18 @@
-// Column-parallel matmul and the leader's batch plan (wire format: docs/tensor-parallel.md).
+// Column-parallel matmul and the broadcast of the leader's plans (wire format:
+// docs/tensor-parallel.md).
 #include "comm/tensor_parallel.h"
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <stdexcept>
 
-#include "model/ggml_types.h"
+#include "base/ggml_types.h"
 
 namespace vigil {
 namespace {
 
-constexpr size_t kHeaderInts = 4;  // kind, n_tokens, n_seqs, n_blocks
-constexpr size_t kTokenInts = 4;   // token, pos, sequence index, want_logits
+constexpr size_t kHeaderInts = 2;  // kind, ints in the plan that follows (0 without one)
+constexpr int32_t kMaxPlanInts = 1 << 24;  // a header beyond this is corrupt, not a plan
 
 }  // namespace
 
@@ -60,60 +60,31 @@ void TensorParallel::check_same_on_all_ranks(const std::vector<std::pair<std::st
     }
 }
 
-void TensorParallel::broadcast_header(Message kind, int32_t n_tokens, int32_t n_seqs, int32_t n_blocks) {
-  int32_t header[kHeaderInts] = {static_cast<int32_t>(kind), n_tokens, n_seqs, n_blocks};
+void TensorParallel::broadcast_header(Message kind, int32_t plan_ints) {
+  int32_t header[kHeaderInts] = {static_cast<int32_t>(kind), plan_ints};
   guarded([&] { comm_.broadcast(header, sizeof header, 0, timeout_); });
   last_sent_ = std::chrono::steady_clock::now();
 }
 
-std::unique_lock<std::mutex> TensorParallel::begin_forward(std::span<const BatchToken> batch) {
+std::unique_lock<std::mutex> TensorParallel::begin_forward(std::span<int32_t> plan) {
   std::unique_lock lock(mu_);
   if (!leader()) return lock;
-  // Sequences are numbered in order of first appearance; each sends its whole block table.
-  std::map<const KvSequence*, int32_t> index;
-  std::vector<const KvSequence*> seqs;
-  for (const BatchToken& t : batch)
-    if (index.emplace(t.seq, static_cast<int32_t>(seqs.size())).second) seqs.push_back(t.seq);
-  size_t n_blocks = 0;
-  for (const KvSequence* s : seqs) n_blocks += s->blocks.size();
-  plan_.clear();
-  // Flags: bit 0 wants logits, bit 1 generated (it decides the attention's summation order).
-  for (const BatchToken& t : batch)
-    plan_.insert(plan_.end(), {t.token, t.pos, index[t.seq], (t.want_logits ? 1 : 0) | (t.generated ? 2 : 0)});
-  for (const KvSequence* s : seqs) plan_.push_back(static_cast<int32_t>(s->blocks.size()));
-  for (const KvSequence* s : seqs) plan_.insert(plan_.end(), s->blocks.begin(), s->blocks.end());
-  broadcast_header(Message::kBatch, static_cast<int32_t>(batch.size()), static_cast<int32_t>(seqs.size()),
-                   static_cast<int32_t>(n_blocks));
-  guarded([&] { comm_.broadcast(plan_.data(), plan_.size() * sizeof(int32_t), 0, timeout_); });
+  broadcast_header(Message::kBatch, static_cast<int32_t>(plan.size()));
+  guarded([&] { comm_.broadcast(plan.data(), plan.size_bytes(), 0, timeout_); });
   return lock;
 }
 
-TensorParallel::Message TensorParallel::receive(std::vector<BatchToken>& batch, std::vector<KvSequence>& seqs) {
+TensorParallel::Message TensorParallel::receive(std::vector<int32_t>& plan) {
   std::lock_guard lock(mu_);
   int32_t header[kHeaderInts] = {};
   guarded([&] { comm_.broadcast(header, sizeof header, 0, timeout_); });
   const auto kind = static_cast<Message>(header[0]);
   if (kind != Message::kBatch) return kind;
-  const auto n_tokens = static_cast<size_t>(header[1]), n_seqs = static_cast<size_t>(header[2]),
-             n_blocks = static_cast<size_t>(header[3]);
-  plan_.resize(n_tokens * kTokenInts + n_seqs + n_blocks);
-  guarded([&] { comm_.broadcast(plan_.data(), plan_.size() * sizeof(int32_t), 0, timeout_); });
-  seqs.assign(n_seqs, KvSequence{});
-  const int32_t* p = plan_.data() + n_tokens * kTokenInts;
-  const int32_t* blocks = p + n_seqs;
-  for (size_t s = 0; s < n_seqs; ++s) {
-    seqs[s].blocks.assign(blocks, blocks + p[s]);
-    blocks += p[s];
-  }
-  batch.clear();
-  for (size_t i = 0; i < n_tokens; ++i) {
-    const int32_t* t = plan_.data() + i * kTokenInts;
-    if (t[2] < 0 || static_cast<size_t>(t[2]) >= n_seqs)
-      throw std::runtime_error("tensor parallel: the leader's plan names sequence " + std::to_string(t[2]));
-    BatchToken token{t[0], t[1], &seqs[static_cast<size_t>(t[2])], (t[3] & 1) != 0};
-    token.generated = (t[3] & 2) != 0;
-    batch.push_back(token);
-  }
+  if (header[1] < 0 || header[1] > kMaxPlanInts)
+    throw std::runtime_error("tensor parallel: the leader's header announces a plan of " + std::to_string(header[1]) +
+                             " ints");
+  plan.resize(static_cast<size_t>(header[1]));
+  guarded([&] { comm_.broadcast(plan.data(), plan.size() * sizeof(int32_t), 0, timeout_); });
   return kind;
 }
 
@@ -161,7 +132,7 @@ void TensorParallel::start_heartbeat() {
       std::unique_lock lock(mu_, std::try_to_lock);
       if (!lock.owns_lock() || std::chrono::steady_clock::now() - last_sent_ < interval) continue;  // busy: no need
       try {
-        broadcast_header(Message::kHeartbeat, 0, 0, 0);
+        broadcast_header(Message::kHeartbeat, 0);
       } catch (const CollectiveError&) {
         return;  // reported through the failure handler; the engine's next pass fails too
       }
@@ -181,7 +152,7 @@ void TensorParallel::stop_heartbeat() {
 void TensorParallel::send_shutdown() {
   stop_heartbeat();
   std::lock_guard lock(mu_);
-  broadcast_header(Message::kShutdown, 0, 0, 0);
+  broadcast_header(Message::kShutdown, 0);
 }
 
 }  // namespace vigil

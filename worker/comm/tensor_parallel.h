@@ -8,8 +8,9 @@
 // differences into different tokens. Heads need not divide evenly either (SmolLM2: 9 query heads,
 // 3 KV heads): the split is over rows, and attention runs whole on every rank.
 //
-// Rank 0 (the leader) plans every batch; before each forward pass it broadcasts the plan (wire
-// format in docs/tensor-parallel.md) and the followers run the same forward pass on it. While
+// Rank 0 (the leader) plans every batch; before each forward pass it broadcasts the plan, an
+// opaque array of ints here (the CPU backend encodes batches: backend/batch_plan.h; wire format in
+// docs/tensor-parallel.md), and the followers run the same forward pass on it. While
 // idle the leader sends a heartbeat every timeout/4, so a follower waiting for work can apply the
 // same timeout and never hangs silently when the leader or the link is gone.
 #pragma once
@@ -27,7 +28,6 @@
 
 #include "comm/communicator.h"
 #include "kernels/cpu/matmul.h"
-#include "model/llama_context.h"
 
 namespace vigil {
 
@@ -53,8 +53,9 @@ class TensorParallel {
   // forward passes. Throws std::runtime_error naming the first differing value and the ranks.
   void check_same_on_all_ranks(const std::vector<std::pair<std::string, int64_t>>& values);
 
-  // Takes the collective lock for one forward pass; the leader also broadcasts the batch's plan.
-  std::unique_lock<std::mutex> begin_forward(std::span<const BatchToken> batch);
+  // Takes the collective lock for one forward pass; the leader also broadcasts the batch's plan
+  // (followers pass an empty one).
+  std::unique_lock<std::mutex> begin_forward(std::span<int32_t> plan);
 
   // y = x · Wᵀ, bit-identical to matmul(): this rank's share of rows, then an all_gather.
   // x: [n_tokens, w.cols], y: [n_tokens, w.rows].
@@ -66,14 +67,14 @@ class TensorParallel {
   // Leader: stops the heartbeat and tells the followers to exit.
   void send_shutdown();
 
-  // Follower: waits (up to the timeout) for the leader's next message. For kBatch, `batch` holds
-  // the plan with its sequences in `seqs` (block tables as the leader's allocator assigned them).
-  Message receive(std::vector<BatchToken>& batch, std::vector<KvSequence>& seqs);
+  // Follower: waits (up to the timeout) for the leader's next message; for kBatch, `plan` holds
+  // the leader's plan.
+  Message receive(std::vector<int32_t>& plan);
 
  private:
   template <typename F>
   void guarded(F&& collective);
-  void broadcast_header(Message kind, int32_t n_tokens, int32_t n_seqs, int32_t n_blocks);
+  void broadcast_header(Message kind, int32_t plan_ints);
   void stop_heartbeat();
 
   Communicator& comm_;
@@ -88,7 +89,6 @@ class TensorParallel {
   bool heartbeat_stop_ = false;
   std::thread heartbeat_;
 
-  std::vector<int32_t> plan_;     // the plan's wire form
   std::vector<float> local_;      // [n_tokens, share] this rank's rows
   std::vector<float> gathered_;   // [world, n_tokens, share]
 };

@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "kernels/cpu/matmul.h"
-#include "model/llama_context.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/kv_blocks.h"
 
 namespace vigil {
 namespace {
@@ -104,10 +105,9 @@ int bench_command(int argc, char** argv) {
   const int block = 16;
   const int per_seq = std::max(o.prompt, 8 + o.gen);
   const int n_blocks = (per_seq + block - 1) / block * std::max(1, o.seqs) + 1;
-  KvCache cache(hp, n_blocks, block);
+  const int max_batch = std::max({o.batch, o.seqs, 1});
+  CpuBackend backend(*model, BackendShape{max_batch, max_batch, per_seq, n_blocks, block, o.threads});
   KvBlockAllocator blocks(n_blocks);
-  ThreadPool pool(o.threads);
-  LlamaContext ctx(*model, cache, pool, std::max({o.batch, o.seqs, 1}), per_seq);
   std::vector<BatchToken> batch;
 
   // pp: the whole prompt, logits for its last token only.
@@ -120,7 +120,7 @@ int bench_command(int argc, char** argv) {
       batch.clear();
       for (int i = start; i < std::min(o.prompt, start + o.batch); ++i)
         batch.push_back({token_at(i, hp.n_vocab), i, &seq, i + 1 == o.prompt});
-      ctx.forward(batch);
+      backend.forward(batch);
     }
     pp.push_back(o.prompt / std::chrono::duration<double>(Clock::now() - t0).count());
     blocks.release(seq);
@@ -133,14 +133,14 @@ int bench_command(int argc, char** argv) {
     for (int s = 0; s < n_seqs; ++s) {
       batch.clear();
       for (int i = 0; i < 8; ++i) batch.push_back({token_at(i + s, hp.n_vocab), i, &seqs[s], i == 7});
-      ctx.forward(batch);
+      backend.forward(batch);
     }
     auto t0 = Clock::now();
     for (int step = 0; step < o.gen; ++step) {
       batch.clear();
       for (int s = 0; s < n_seqs; ++s)
         batch.push_back({token_at(step * 31 + s, hp.n_vocab), 8 + step, &seqs[s], true, nullptr, true});
-      ctx.forward(batch);
+      backend.forward(batch);
     }
     double tps = static_cast<double>(n_seqs) * o.gen / std::chrono::duration<double>(Clock::now() - t0).count();
     for (auto& s : seqs) blocks.release(s);
@@ -150,6 +150,7 @@ int bench_command(int argc, char** argv) {
   for (int r = 0; r < o.reps; ++r) tg.push_back(decode(1));
   for (int r = 0; r < o.reps; ++r) tgb.push_back(decode(o.seqs));
 
+  ThreadPool pool(o.threads);
   const double gbs = read_bandwidth_gbs(pool);
   std::printf(
       "{\"engine\": \"vigil\", \"kernels\": \"%s\", \"threads\": %d, \"pp_tokens\": %d, \"pp_tps\": %.2f, "

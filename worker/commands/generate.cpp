@@ -10,10 +10,12 @@
 #include <thread>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "engine/generator.h"
 #include "kernels/cpu/matmul.h"
 #include "model/chat_template.h"
 #include "model/llama_model.h"
+#include "model/unicode.h"
 #include "model/vocab.h"
 
 namespace vigil {
@@ -78,7 +80,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--system") o.system = value();
     else if (a == "--chat") o.chat = true;
     else if (a == "--tokens") o.print_tokens = true;
-    else if (a == "--ignore-eos") o.gen.ignore_eog = true;
+    else if (a == "--ignore-eos") o.gen.ignore_eos = true;
     else if (a == "-n" || a == "--max-tokens") o.gen.max_tokens = parse_number<int>(a, value());
     else if (a == "--temp") o.gen.sampling.temperature = parse_number<float>(a, value());
     else if (a == "--top-k") o.gen.sampling.top_k = parse_number<int>(a, value());
@@ -137,11 +139,11 @@ int generate_command(int argc, char** argv) {
 
   constexpr int kBlockSize = 16;
   const int n_blocks = (n_ctx + kBlockSize - 1) / kBlockSize;
-  KvCache cache(hp, n_blocks, kBlockSize);
+  const BackendShape shape{std::min(o.batch, std::max(1, static_cast<int>(prompt.size()))), 1, n_ctx, n_blocks,
+                           kBlockSize, o.threads};
+  CpuBackend backend(*model, shape);
   KvBlockAllocator blocks(n_blocks);
-  ThreadPool pool(o.threads);
-  LlamaContext ctx(*model, cache, pool, std::min(o.batch, std::max(1, static_cast<int>(prompt.size()))), n_ctx);
-  Generator generator(ctx, blocks, vocab);
+  Generator generator(backend, shape, *model, blocks, vocab);
   std::fprintf(stderr, "vigil-worker: kernels %s, %d threads, %zu prompt tokens, ctx %d\n",
                std::string(cpu_kernel_path()).c_str(), o.threads, prompt.size(), n_ctx);
 

@@ -11,12 +11,12 @@
 #include <stdexcept>
 #include <string>
 
-#include "backend/backend_select.h"
+#include "backend/select/backend_select.h"
 #include "commands/serve_tp.h"
 #include "kernels/cpu/matmul.h"
 #include "model/llama_model.h"
 #include "model/vocab.h"
-#include "server/engine_backend.h"
+#include "server/engine_service.h"
 #include "server/http_server.h"
 #include "server/serve_config.h"
 #include "server/worker_metrics.h"
@@ -146,14 +146,14 @@ int serve_command(int argc, char** argv) {
     if (!tp->leader()) return tp->follow(*model, config.engine);
   }
   WorkerMetrics metrics(name, VIGIL_VERSION, kernels, backend_kind_name(config.backend.kind));
+  config.engine.make_backend = make_backend_factory(config.backend);
   if (tp) {
     tp->serve(metrics.registry());
-    config.engine.tensor_parallel = &tp->parallel();
+    config.engine.make_backend = tp->backend_factory();
   }
-  config.engine.make_backend = make_backend_factory(config.backend);
-  std::unique_ptr<EngineBackend> backend;
+  std::unique_ptr<EngineService> backend;
   try {
-    backend = std::make_unique<EngineBackend>(*model, vocab, config.engine, config.server.adapter_dir);
+    backend = std::make_unique<EngineService>(*model, vocab, config.engine, config.server.adapter_dir);
   } catch (const std::exception& e) {
     // No device, no driver, a build without CUDA: the operator asked for something this host lacks.
     std::fprintf(stderr, "vigil-worker serve: backend.kind: %s: %s\n", backend_kind_name(config.backend.kind),

@@ -8,9 +8,8 @@
 #include <cstdlib>
 #include <thread>
 
-#include "kernels/cpu/thread_pool.h"
-#include "model/kv_cache.h"
-#include "model/llama_context.h"
+#include "backend/batch_plan.h"
+#include "backend/cpu/cpu_backend.h"
 #include "server/serve_config.h"
 
 namespace vigil {
@@ -109,19 +108,28 @@ void TpGroup::serve(prometheus::Registry& registry) {
   tp_.start_heartbeat();
 }
 
+BackendFactory TpGroup::backend_factory() {
+  return [this](const LlamaModel& model, const BackendShape& shape) -> std::unique_ptr<ForwardBackend> {
+    return std::make_unique<CpuBackend>(model, shape, &tp_);
+  };
+}
+
 int TpGroup::follow(const LlamaModel& model, const EngineConfig& e) {
-  KvCache cache(model.hparams(), e.kv_blocks, e.kv_block_size);
-  ThreadPool pool(e.threads);
-  LlamaContext ctx(model, cache, pool, std::max(e.max_batched_tokens, e.max_running), e.max_context);
-  ctx.set_tensor_parallel(&tp_);
+  // The leader's engine shape (Engine::make_backend), checked equal on every rank at the join.
+  const BackendShape shape{std::max(e.max_batched_tokens, e.max_running), e.max_running, e.max_context,
+                           e.kv_blocks, e.kv_block_size, e.threads};
+  CpuBackend backend(model, shape, &tp_);
+  std::vector<int32_t> plan;
   std::vector<BatchToken> batch;
   std::vector<KvSequence> seqs;
   std::fprintf(stderr, "vigil-worker: rank %d following rank 0's batches\n", options_.rank);
   try {
     for (;;) {
-      const TensorParallel::Message m = tp_.receive(batch, seqs);
+      const TensorParallel::Message m = tp_.receive(plan);
       if (m == TensorParallel::Message::kShutdown) return 0;
-      if (m == TensorParallel::Message::kBatch) ctx.forward(batch);
+      if (m != TensorParallel::Message::kBatch) continue;
+      decode_batch_plan(plan, batch, seqs);
+      backend.forward(batch);
     }
   } catch (const CollectiveError& err) {
     report(err, options_.rank);

@@ -10,6 +10,7 @@
 
 #include "comm/collective_metrics.h"
 #include "comm/gloo_communicator.h"
+#include "backend/forward_backend.h"
 #include "comm/tensor_parallel.h"
 #include "engine/engine.h"
 #include "model/llama_model.h"
@@ -49,7 +50,8 @@ class TpGroup {
   TpGroup(const TpOptions& options, const LlamaModel& model, const EngineConfig& engine);
 
   bool leader() const { return tp_.leader(); }
-  TensorParallel& parallel() { return tp_; }
+  // Leader: the engine's backend, a CPU backend whose products are split over the group.
+  BackendFactory backend_factory();
   // Leader: vigil_worker_collective_* on the worker's registry; the heartbeat starts.
   void serve(prometheus::Registry& registry);
   // Follower: runs the leader's batches until it says shutdown (0) or a collective fails (3).

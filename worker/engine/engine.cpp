@@ -9,9 +9,10 @@
 #include <chrono>
 #include <stdexcept>
 
-#include "engine/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "base/probes.h"
 #include "engine/stop_matcher.h"
-#include "probes.h"
+#include "model/unicode.h"
 
 namespace vigil {
 
@@ -78,14 +79,8 @@ Engine::Engine(const LlamaModel& model, const Vocab& vocab, const EngineConfig& 
 std::unique_ptr<ForwardBackend> Engine::make_backend(const LlamaModel& model, const EngineConfig& config) {
   const BackendShape shape{std::max(config.max_batched_tokens, config.max_running), config.max_running,
                            config.max_context, config.kv_blocks, config.kv_block_size, config.threads};
-  if (config.make_backend) {
-    if (config.tensor_parallel)
-      throw std::invalid_argument("tensor parallelism runs on the CPU backend only");
-    return config.make_backend(model, shape);
-  }
-  auto cpu = std::make_unique<CpuBackend>(model, shape);
-  cpu->set_tensor_parallel(config.tensor_parallel);
-  return cpu;
+  if (config.make_backend) return config.make_backend(model, shape);
+  return std::make_unique<CpuBackend>(model, shape);
 }
 
 Engine::~Engine() {

@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "engine/adapter_registry.h"
-#include "engine/caching_allocator.h"
-#include "engine/forward_backend.h"
+#include "backend/caching_allocator.h"
+#include "backend/forward_backend.h"
 #include "engine/request.h"
 #include "engine/scheduler_policy.h"
-#include "model/kv_cache.h"
+#include "backend/kv_blocks.h"
 #include "model/vocab.h"
 
 namespace vigil {
@@ -38,9 +38,8 @@ struct EngineConfig {
   // token_budget: remaining tokens forgiven per second waited, so long requests cannot starve
   // (docs/performance.md: 200 keeps P99 TTFT at FCFS's with a lower median). 0: pure shortest-first.
   double token_budget_aging = 200;
-  // Not from YAML: `serve --tp` sets it on the leader rank. nullptr: one rank (CPU backend only).
-  TensorParallel* tensor_parallel = nullptr;
-  // Not from YAML: `serve` builds it from the backend section. Empty: the CPU backend.
+  // Not from YAML: `serve` builds it from the backend section (and `serve --tp` on the leader rank,
+  // a CPU backend split over the group). Empty: the CPU backend.
   BackendFactory make_backend;
 };
 

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "engine/stop_matcher.h"
+#include "model/unicode.h"
 #include "model/vocab.h"
 
 namespace vigil {
@@ -18,10 +19,11 @@ double seconds_since(Clock::time_point t0) {
 
 }  // namespace
 
-Generator::Generator(LlamaContext& ctx, KvBlockAllocator& blocks, const Vocab& vocab)
-    : ctx_(ctx), blocks_(blocks), vocab_(vocab) {
-  batch_.reserve(static_cast<size_t>(ctx.max_batch()));
-  history_.reserve(static_cast<size_t>(ctx.max_positions()));
+Generator::Generator(ForwardBackend& backend, const BackendShape& shape, const LlamaModel& model,
+                     KvBlockAllocator& blocks, const Vocab& vocab)
+    : backend_(backend), shape_(shape), model_(model), blocks_(blocks), vocab_(vocab) {
+  batch_.reserve(static_cast<size_t>(shape.max_batch));
+  history_.reserve(static_cast<size_t>(shape.max_positions));
 }
 
 GenerateResult Generator::generate(std::span<const int32_t> prompt, const GenerateOptions& options,
@@ -29,10 +31,10 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   if (prompt.empty()) throw std::invalid_argument("prompt: must contain at least one token");
   if (options.max_tokens < 1) throw std::invalid_argument("max_tokens: must be at least 1");
   const size_t total = prompt.size() + static_cast<size_t>(options.max_tokens);
-  if (total > static_cast<size_t>(ctx_.max_positions()))
+  if (total > static_cast<size_t>(shape_.max_positions))
     throw std::invalid_argument("prompt (" + std::to_string(prompt.size()) + " tokens) + max_tokens (" +
                                 std::to_string(options.max_tokens) + ") exceeds the context of " +
-                                std::to_string(ctx_.max_positions()));
+                                std::to_string(shape_.max_positions));
 
   KvSequence seq;
   // The sequence gives its blocks back however generation ends.
@@ -41,10 +43,10 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
     KvSequence& seq;
     ~Release() { blocks.release(seq); }
   } release{blocks_, seq};
-  if (!blocks_.reserve(seq, static_cast<int32_t>(total), ctx_.cache().block_size()))
+  if (!blocks_.reserve(seq, static_cast<int32_t>(total), shape_.kv_block_size))
     throw std::runtime_error("kv cache: not enough free blocks for " + std::to_string(total) + " positions");
 
-  Sampler sampler(options.sampling, ctx_.model().hparams().n_vocab);
+  Sampler sampler(options.sampling, model_.hparams().n_vocab);
   StopMatcher stops(options.stop);
   Utf8Streamer utf8;
   GenerateResult result;
@@ -53,12 +55,12 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   const auto t0 = Clock::now();
 
   // Prefill in chunks of the context's batch size; only the prompt's last token needs logits.
-  for (size_t start = 0; start < prompt.size(); start += static_cast<size_t>(ctx_.max_batch())) {
-    const size_t end = std::min(prompt.size(), start + static_cast<size_t>(ctx_.max_batch()));
+  for (size_t start = 0; start < prompt.size(); start += static_cast<size_t>(shape_.max_batch)) {
+    const size_t end = std::min(prompt.size(), start + static_cast<size_t>(shape_.max_batch));
     batch_.clear();
     for (size_t i = start; i < end; ++i)
       batch_.push_back({prompt[i], static_cast<int32_t>(i), &seq, i + 1 == prompt.size()});
-    ctx_.forward(batch_);
+    backend_.forward(batch_);
   }
   seq.n_past = static_cast<int32_t>(prompt.size());
   result.prefill_seconds = seconds_since(t0);
@@ -71,13 +73,13 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
       BatchToken next{result.tokens.back(), seq.n_past, &seq, true};
       next.generated = true;
       batch_.assign(1, next);
-      ctx_.forward(batch_);
+      backend_.forward(batch_);
       ++seq.n_past;
     }
-    const int32_t token = sampler.sample(ctx_.logits(0), history_);
+    const int32_t token = sampler.sample(backend_.logits(0), history_);
     result.tokens.push_back(token);
     history_.push_back(token);
-    if (vocab_.is_eog(token) && !options.ignore_eog) {
+    if (vocab_.is_eog(token) && !options.ignore_eos) {
       result.finish_reason = "stop";
       break;
     }

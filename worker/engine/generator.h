@@ -9,8 +9,9 @@
 #include <vector>
 
 #include "engine/sampler.h"
-#include "model/kv_cache.h"
-#include "model/llama_context.h"
+#include "backend/forward_backend.h"
+#include "backend/kv_blocks.h"
+#include "model/llama_model.h"
 
 namespace vigil {
 
@@ -20,7 +21,7 @@ struct GenerateOptions {
   SamplingParams sampling;
   int max_tokens = 128;
   std::vector<std::string> stop;  // stop strings; the output ends before the first one
-  bool ignore_eog = false;        // keep going past end-of-generation tokens (benchmarks)
+  bool ignore_eos = false;        // keep going past end-of-generation tokens (benchmarks), as the API's ignore_eos
 };
 
 struct GenerateResult {
@@ -32,8 +33,10 @@ struct GenerateResult {
 
 class Generator {
  public:
-  // Uses the context's cache through `blocks`; the sequence's blocks are returned at the end.
-  Generator(LlamaContext& ctx, KvBlockAllocator& blocks, const Vocab& vocab);
+  // Runs `backend` (built with `shape`) one sequence at a time, its cache numbered by `blocks`; the
+  // sequence's blocks are returned at the end.
+  Generator(ForwardBackend& backend, const BackendShape& shape, const LlamaModel& model, KvBlockAllocator& blocks,
+            const Vocab& vocab);
 
   // Streams text pieces (valid UTF-8, stop strings removed) to on_text; on_text returning false
   // cancels. Throws std::invalid_argument when prompt + max_tokens exceed the context.
@@ -41,7 +44,9 @@ class Generator {
                           const std::function<bool(std::string_view)>& on_text);
 
  private:
-  LlamaContext& ctx_;
+  ForwardBackend& backend_;
+  BackendShape shape_;
+  const LlamaModel& model_;
   KvBlockAllocator& blocks_;
   const Vocab& vocab_;
   std::vector<BatchToken> batch_;

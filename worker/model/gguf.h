@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/ggml_types.h"
+#include "base/ggml_types.h"
 #include "model/mapped_file.h"
 
 namespace vigil {

@@ -77,4 +77,17 @@ std::unique_ptr<LlamaModel> LlamaModel::from_gguf(GgufFile file) {
   return m;
 }
 
+const WeightView& LlamaLayer::matrix(LayerMatrix m) const {
+  switch (m) {
+    case LayerMatrix::kQ: return wq;
+    case LayerMatrix::kK: return wk;
+    case LayerMatrix::kV: return wv;
+    case LayerMatrix::kO: return wo;
+    case LayerMatrix::kGate: return ffn_gate;
+    case LayerMatrix::kUp: return ffn_up;
+    case LayerMatrix::kDown: return ffn_down;
+  }
+  return wq;  // unreachable: every enumerator is handled above
+}
+
 }  // namespace vigil

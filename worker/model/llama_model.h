@@ -5,11 +5,15 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/matmul.h"
+#include "base/ggml_types.h"
 #include "model/gguf.h"
 #include "model/llama_hparams.h"
 
 namespace vigil {
+
+// The matrices of a layer, in LlamaLayer's order (LoRA adapters target them by these names too).
+enum class LayerMatrix { kQ, kK, kV, kO, kGate, kUp, kDown };
+inline constexpr int kLayerMatrices = 7;
 
 struct LlamaLayer {
   const float* attn_norm = nullptr;  // [n_embd]
@@ -21,6 +25,8 @@ struct LlamaLayer {
   WeightView ffn_gate;               // [n_embd] -> [n_ff]
   WeightView ffn_up;                 // [n_embd] -> [n_ff]
   WeightView ffn_down;               // [n_ff] -> [n_embd]
+
+  const WeightView& matrix(LayerMatrix m) const;
 };
 
 class LlamaModel {

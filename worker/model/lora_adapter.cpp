@@ -14,25 +14,12 @@
 namespace vigil {
 namespace {
 
-constexpr std::array<std::string_view, kLoraTargetCount> kTargetNames = {
+constexpr std::array<std::string_view, kLayerMatrices> kTargetNames = {
     "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
-
-const WeightView& base_matrix(const LlamaLayer& l, LoraTarget t) {
-  switch (t) {
-    case LoraTarget::kQ: return l.wq;
-    case LoraTarget::kK: return l.wk;
-    case LoraTarget::kV: return l.wv;
-    case LoraTarget::kO: return l.wo;
-    case LoraTarget::kGate: return l.ffn_gate;
-    case LoraTarget::kUp: return l.ffn_up;
-    case LoraTarget::kDown: return l.ffn_down;
-  }
-  return l.wq;
-}
 
 struct Slot {
   int layer;
-  LoraTarget target;
+  LayerMatrix target;
 };
 
 // "blk.<i>.<matrix>.weight" -> (i, matrix); false for anything else.
@@ -50,9 +37,9 @@ bool parse_target(std::string_view base, int n_layer, Slot& out) {
   }
   if (layer >= n_layer) return false;
   const std::string_view matrix = base.substr(dot + 1);
-  for (int t = 0; t < kLoraTargetCount; ++t) {
+  for (int t = 0; t < kLayerMatrices; ++t) {
     if (kTargetNames[static_cast<size_t>(t)] == matrix) {
-      out = {layer, static_cast<LoraTarget>(t)};
+      out = {layer, static_cast<LayerMatrix>(t)};
       return true;
     }
   }
@@ -139,11 +126,11 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::from_gguf(const GgufFile& f, con
   std::shared_ptr<LoraAdapter> adapter(new LoraAdapter());
   adapter->id_ = next_id.fetch_add(1);
   adapter->alpha_ = alpha;
-  adapter->pairs_.resize(static_cast<size_t>(n_layer) * kLoraTargetCount);
+  adapter->pairs_.resize(static_cast<size_t>(n_layer) * kLayerMatrices);
   size_t total = 0;
   for (const auto& [base, e] : found) {
     if (!e.a || !e.b) f.fail("tensor '" + base + (e.a ? ".lora_b" : ".lora_a") + "' is missing (LoRA tensors come in pairs)");
-    const WeightView& w = base_matrix(model.layers()[static_cast<size_t>(e.slot.layer)], e.slot.target);
+    const WeightView& w = model.layers()[static_cast<size_t>(e.slot.layer)].matrix(e.slot.target);
     const uint64_t n_in = static_cast<uint64_t>(w.cols), n_out = static_cast<uint64_t>(w.rows);
     const uint64_t rank = e.a->ne[1];
     if (e.a->ne[0] != n_in)
@@ -180,7 +167,7 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::from_gguf(const GgufFile& f, con
     pair->scale = alpha != 0.0f ? alpha / static_cast<float>(rank) : 1.0f;
     adapter->max_rank_ = std::max(adapter->max_rank_, static_cast<int>(rank));
     ++adapter->n_pairs_;
-    adapter->pairs_[static_cast<size_t>(e.slot.layer) * kLoraTargetCount + static_cast<size_t>(e.slot.target)] =
+    adapter->pairs_[static_cast<size_t>(e.slot.layer) * kLayerMatrices + static_cast<size_t>(e.slot.target)] =
         std::move(pair);
   }
   return adapter;

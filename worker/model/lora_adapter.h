@@ -8,15 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/matmul.h"
+#include "base/ggml_types.h"
 #include "model/gguf.h"
 #include "model/llama_model.h"
 
 namespace vigil {
-
-// The matrices of a layer an adapter may target, in LlamaLayer's order.
-enum class LoraTarget { kQ, kK, kV, kO, kGate, kUp, kDown };
-inline constexpr int kLoraTargetCount = 7;
 
 // The largest rank accepted; bounds the forward pass's buffers, which are sized once (vLLM's
 // largest supported rank is 512 too).
@@ -31,12 +27,6 @@ struct LoraPair {
   float scale = 1.0f; // alpha / rank (llama.cpp's rule: 1 when alpha is 0)
 };
 
-// y[rows[k]] += scale · B (A x[rows[k]]) for k < n: the LoRA delta of one matrix for n tokens.
-// x: [*, n_in] and y: [*, n_out] are the base matmul's input and output rows; gather [n, n_in],
-// t [n, rank] and d [n, n_out] are the caller's scratch, so nothing is allocated here.
-void lora_add(const LoraPair& p, const float* x, const int* rows, int n, float* y, float* gather, float* t,
-              float* d, ThreadPool& pool, MatmulScratch& scratch);
-
 class LoraAdapter {
  public:
   // Reads, validates and copies the adapter into memory (the file may change or vanish afterwards).
@@ -45,8 +35,8 @@ class LoraAdapter {
   static std::shared_ptr<const LoraAdapter> from_gguf(const GgufFile& file, const LlamaModel& model);
 
   // The pair adapting `target` of `layer`, or nullptr when the adapter leaves it alone.
-  const LoraPair* pair(int layer, LoraTarget target) const {
-    return pairs_[static_cast<size_t>(layer) * kLoraTargetCount + static_cast<size_t>(target)].get();
+  const LoraPair* pair(int layer, LayerMatrix target) const {
+    return pairs_[static_cast<size_t>(layer) * kLayerMatrices + static_cast<size_t>(target)].get();
   }
   // Unique per load, never reused (an address can be, after an unload): prefix caching keys the
   // KV blocks it shares on it, so blocks computed with one adapter never serve another.
@@ -63,7 +53,7 @@ class LoraAdapter {
   float alpha_ = 0.0f;
   int max_rank_ = 0;
   int n_pairs_ = 0;
-  std::vector<std::unique_ptr<LoraPair>> pairs_;  // [n_layer * kLoraTargetCount], null when absent
+  std::vector<std::unique_ptr<LoraPair>> pairs_;  // [n_layer * kLayerMatrices], null when absent
   std::vector<uint8_t> data_;                     // every A and B, copied out of the file
 };
 

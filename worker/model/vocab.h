@@ -73,22 +73,4 @@ class Vocab {
   int32_t eos_ = -1;
 };
 
-// Holds back an incomplete UTF-8 sequence at the end of a piece until the next piece completes
-// it, so streamed text (terminal, SSE) never splits a character. Bytes that can never become
-// valid UTF-8 pass through unchanged: the concatenated output always equals the input.
-class Utf8Streamer {
- public:
-  std::string push(std::string_view piece);
-  // Whatever is still held (an incomplete sequence at the end of the stream).
-  std::string flush();
-
- private:
-  std::string pending_;
-};
-
-// `bytes` as valid UTF-8: every ill-formed sequence (a stray continuation byte, a bad lead byte, a
-// sequence cut short, an overlong or surrogate encoding) becomes one U+FFFD, as the server's JSON
-// encoder writes it. For text printed to a terminal, e.g. a generation cut mid-character.
-std::string with_replacement_characters(std::string_view bytes);
-
 }  // namespace vigil

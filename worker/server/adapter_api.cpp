@@ -32,7 +32,7 @@ const std::string* string_field(const json& root, const char* key, HttpReply& er
 
 }  // namespace
 
-HttpReply adapter_endpoint(bool load, std::string_view body, InferenceBackend& backend, WorkerMetrics& metrics,
+HttpReply adapter_endpoint(bool load, std::string_view body, ModelService& service, WorkerMetrics& metrics,
                            const std::string& model_name) {
   json root;
   try {
@@ -50,11 +50,11 @@ HttpReply adapter_endpoint(bool load, std::string_view body, InferenceBackend& b
   if (load) {
     const std::string* path = string_field(root, "lora_path", err);
     if (!path) return err;
-    r = backend.load_adapter(*name, *path);
+    r = service.load_adapter(*name, *path);
   } else {
-    r = backend.unload_adapter(*name);
+    r = service.unload_adapter(*name);
   }
-  metrics.lora_adapters_loaded(backend.adapters().size());
+  metrics.lora_adapters_loaded(service.adapters().size());
   switch (r.status) {
     case AdapterStatus::kOk:
       return {200, "text/plain; charset=utf-8",

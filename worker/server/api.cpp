@@ -24,8 +24,8 @@ HttpReply method_not_allowed(std::string_view allowed) {
 
 HttpReply error_reply(const ApiError& error) { return json_reply(error.status, error_body(error)); }
 
-Api::Api(InferenceBackend& backend, WorkerMetrics& metrics, ServerState& state, std::string model_name)
-    : backend_(backend),
+Api::Api(ModelService& service, WorkerMetrics& metrics, ServerState& state, std::string model_name)
+    : service_(service),
       metrics_(metrics),
       state_(state),
       model_name_(std::move(model_name)),
@@ -42,7 +42,7 @@ Routed Api::route(std::string_view method, std::string_view target, std::string_
   }
   if (path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter") {
     if (!post) return {method_not_allowed("POST"), nullptr};
-    return {adapter_endpoint(path == "/v1/load_lora_adapter", body, backend_, metrics_, model_name_), nullptr};
+    return {adapter_endpoint(path == "/v1/load_lora_adapter", body, service_, metrics_, model_name_), nullptr};
   }
   if (path == "/health" || path == "/ready" || path == "/metrics" || path == "/v1/models") {
     if (!get) return {method_not_allowed("GET"), nullptr};
@@ -53,9 +53,9 @@ Routed Api::route(std::string_view method, std::string_view target, std::string_
     return {json_reply(200, R"({"status":"ready"})"), nullptr};
   }
   if (path == "/metrics")
-    return {{200, "text/plain; version=0.0.4; charset=utf-8", metrics_.scrape(backend_.stats()), {}, false}, nullptr};
+    return {{200, "text/plain; version=0.0.4; charset=utf-8", metrics_.scrape(service_.stats()), {}, false}, nullptr};
   if (path == "/v1/models")
-    return {json_reply(200, models_body(model_name_, backend_.adapters(), created_, backend_.config().max_context)), nullptr};
+    return {json_reply(200, models_body(model_name_, service_.adapters(), created_, service_.config().max_context)), nullptr};
   return {error_reply({404, "not_found_error", "no such endpoint: " + std::string(path), "", "not_found"}), nullptr};
 }
 
@@ -76,7 +76,7 @@ Routed Api::completion(ApiKind kind, std::string_view body, CompletionJob::Clock
 
   std::string adapter;
   if (!req.model.empty() && req.model != model_name_) {
-    auto known = backend_.adapters();
+    auto known = service_.adapters();
     if (std::find(known.begin(), known.end(), req.model) == known.end())
       return {reject(Rejection::kNotFound, {404, "not_found_error", "the model '" + req.model + "' does not exist",
                                             "model", "model_not_found"}),
@@ -86,10 +86,10 @@ Routed Api::completion(ApiKind kind, std::string_view body, CompletionJob::Clock
 
   RequestParams params;
   if (kind == ApiKind::kChat) {
-    params.prompt = backend_.tokenize_chat(req.messages);
+    params.prompt = service_.tokenize_chat(req.messages);
   } else if (req.prompt_is_tokens) {
     params.prompt = std::move(req.prompt_tokens);
-    const int n_vocab = backend_.vocab_size();
+    const int n_vocab = service_.vocab_size();
     for (size_t i = 0; i < params.prompt.size(); ++i) {
       if (params.prompt[i] >= n_vocab)
         return {reject(Rejection::kInvalid,
@@ -100,7 +100,7 @@ Routed Api::completion(ApiKind kind, std::string_view body, CompletionJob::Clock
                 nullptr};
     }
   } else {
-    params.prompt = backend_.tokenize(req.prompt_text);
+    params.prompt = service_.tokenize(req.prompt_text);
   }
   if (params.prompt.empty())
     return {reject(Rejection::kInvalid, ApiError::bad_request(
@@ -109,7 +109,7 @@ Routed Api::completion(ApiKind kind, std::string_view body, CompletionJob::Clock
                                             kind == ApiKind::kChat ? "messages" : "prompt")),
             nullptr};
 
-  const int max_context = backend_.config().max_context;
+  const int max_context = service_.config().max_context;
   const int n_prompt = static_cast<int>(params.prompt.size());
   params.max_tokens = resolve_max_tokens(req, n_prompt, max_context);
   if (static_cast<long long>(n_prompt) + params.max_tokens > max_context) {
@@ -139,7 +139,7 @@ std::variant<uint64_t, HttpReply> Api::submit(CompletionJob& job, EventSink sink
   const std::string adapter = job.params().adapter;
   SubmitResult r;
   try {
-    r = backend_.submit(std::move(job.params()), std::move(sink));
+    r = service_.submit(std::move(job.params()), std::move(sink));
   } catch (const std::exception& e) {
     return reject(Rejection::kEngineError, {503, "server_error", std::string("the engine failed: ") + e.what(), "",
                                             "engine_error"});

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "server/completion_job.h"
-#include "server/inference_backend.h"
+#include "server/model_service.h"
 #include "server/serve_config.h"
 #include "server/server_state.h"
 #include "server/worker_metrics.h"
@@ -36,13 +36,13 @@ HttpReply error_reply(const ApiError& error);
 
 class Api {
  public:
-  Api(InferenceBackend& backend, WorkerMetrics& metrics, ServerState& state, std::string model_name);
+  Api(ModelService& service, WorkerMetrics& metrics, ServerState& state, std::string model_name);
 
   Routed route(std::string_view method, std::string_view target, std::string_view body,
                CompletionJob::Clock::time_point arrival);
   // Submits a routed job. Accepted: the engine's id. Refused: the error reply to send instead.
   std::variant<uint64_t, HttpReply> submit(CompletionJob& job, EventSink sink);
-  void cancel(uint64_t id) { backend_.cancel(id); }
+  void cancel(uint64_t id) { service_.cancel(id); }
 
   void set_retry_after(int seconds) { retry_after_seconds_ = seconds; }
 
@@ -50,7 +50,7 @@ class Api {
   Routed completion(ApiKind kind, std::string_view body, CompletionJob::Clock::time_point arrival);
   HttpReply reject(Rejection why, ApiError error);
 
-  InferenceBackend& backend_;
+  ModelService& service_;
   WorkerMetrics& metrics_;
   ServerState& state_;
   std::string model_name_;

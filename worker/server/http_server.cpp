@@ -28,11 +28,11 @@ tcp::endpoint endpoint_for(const ServerConfig& config) {
 
 }  // namespace
 
-HttpServer::HttpServer(InferenceBackend& backend, WorkerMetrics& metrics, const ServerConfig& config,
+HttpServer::HttpServer(ModelService& service, WorkerMetrics& metrics, const ServerConfig& config,
                        std::string model_name, bool handle_signals)
-    : backend_(backend),
+    : service_(service),
       config_(config),
-      api_(backend, metrics, state_, std::move(model_name)),
+      api_(service, metrics, state_, std::move(model_name)),
       ioc_(config.io_threads),
       signals_(ioc_),
       drain_timer_(ioc_) {
@@ -78,7 +78,7 @@ void HttpServer::wait_signal() {
 
 void HttpServer::on_drain() {
   if (state_.draining.exchange(true)) return;
-  backend_.drain();
+  service_.drain();
   drain_deadline_ = std::chrono::steady_clock::now() + config_.drain_grace;
   std::fprintf(stderr, "vigil-worker: draining: %d requests in flight, grace period %.1f s\n",
                state_.in_flight.load(), std::chrono::duration<double>(config_.drain_grace).count());

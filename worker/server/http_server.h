@@ -10,7 +10,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "server/api.h"
-#include "server/inference_backend.h"
+#include "server/model_service.h"
 #include "server/serve_config.h"
 #include "server/server_state.h"
 #include "server/worker_metrics.h"
@@ -23,7 +23,7 @@ class HttpServer {
  public:
   // Binds config.host:config.port (0: any free port); throws std::runtime_error when it cannot.
   // With handle_signals, SIGTERM and SIGINT start a drain; a second one stops at once.
-  HttpServer(InferenceBackend& backend, WorkerMetrics& metrics, const ServerConfig& config,
+  HttpServer(ModelService& service, WorkerMetrics& metrics, const ServerConfig& config,
              std::string model_name, bool handle_signals);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
@@ -41,7 +41,7 @@ class HttpServer {
   void on_drain();
   void poll_drain();
 
-  InferenceBackend& backend_;
+  ModelService& service_;
   const ServerConfig& config_;
   ServerState state_;
   Api api_;

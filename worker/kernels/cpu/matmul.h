@@ -6,18 +6,9 @@
 #include <vector>
 
 #include "kernels/cpu/thread_pool.h"
-#include "model/ggml_types.h"
+#include "base/ggml_types.h"
 
 namespace vigil {
-
-// A weight matrix as stored in the GGUF file: `rows` rows of `cols` elements each, row-major,
-// every row a sequence of `type` blocks. Points into the mapped file.
-struct WeightView {
-  GgmlType type = GgmlType::F32;
-  const uint8_t* data = nullptr;
-  int64_t rows = 0;
-  int64_t cols = 0;
-};
 
 // Grow-only buffers for quantized activations; after the first call of a given size, matmul
 // allocates nothing.

@@ -1,6 +1,6 @@
 // Device kernels that expand GGUF quantized rows (Q8_0, Q4_1) to f16 for cuBLAS GEMMs.
-#include "cuda_check.h"
-#include "dequantize.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dequantize.h"
 
 namespace vigil::cuda {
 namespace {

@@ -1,7 +1,7 @@
 // Matrix products of the CUDA backend (see gemm.h).
-#include "cuda_check.h"
-#include "dequantize.h"
-#include "gemm.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dequantize.h"
+#include "kernels/cuda/gemm.h"
 
 namespace vigil::cuda {
 namespace {

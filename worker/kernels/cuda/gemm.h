@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "ops.h"
+#include "kernels/cuda/ops.h"
 
 namespace vigil::cuda {
 

@@ -1,8 +1,8 @@
 // Device kernels of the llama forward pass other than matrix products (see ops.h).
 #include <cfloat>
 
-#include "cuda_check.h"
-#include "ops.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ops.h"
 
 namespace vigil::cuda {
 namespace {

@@ -1,6 +1,6 @@
 // Device kernels of the llama forward pass other than matrix products: embedding gather, RMSNorm,
 // RoPE, KV cache store, paged attention, SwiGLU, residual add, f16 conversion, argmax.
-// Numerics mirror model/llama_context.cpp (the CPU backend) wherever that is cheap on a GPU.
+// Numerics mirror backend/cpu/cpu_forward.cpp (the CPU backend) wherever that is cheap on a GPU.
 #pragma once
 
 #include <cuda_fp16.h>

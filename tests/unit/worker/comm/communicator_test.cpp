@@ -132,27 +132,19 @@ TEST(TensorParallel, ColumnParallelMatmulIsBitIdentical) {
 }
 
 TEST(TensorParallel, FollowerReceivesTheLeadersPlan) {
-  KvSequence a{{3, 9}, 0}, b{{5}, 0};
-  const std::vector<BatchToken> plan = {{11, 17, &a, false}, {12, 18, &a, true}, {13, 0, &b, true}};
+  const std::vector<int32_t> sent = {3, 1, 2, 11, 17, 0, 1, 12, 18, 0, 3, 2, 5, 9};
   run_ranks(2, [&](GlooCommunicator& comm) {
     TensorParallel tp(comm, 5s);
     if (tp.leader()) {
+      std::vector<int32_t> plan = sent;
       { auto lock = tp.begin_forward(plan); }
       tp.send_shutdown();
       return;
     }
-    std::vector<BatchToken> batch;
-    std::vector<KvSequence> seqs;
-    ASSERT_EQ(tp.receive(batch, seqs), TensorParallel::Message::kBatch);
-    ASSERT_EQ(batch.size(), plan.size());
-    for (size_t i = 0; i < plan.size(); ++i) {
-      EXPECT_EQ(batch[i].token, plan[i].token);
-      EXPECT_EQ(batch[i].pos, plan[i].pos);
-      EXPECT_EQ(batch[i].want_logits, plan[i].want_logits);
-      EXPECT_EQ(batch[i].seq->blocks, plan[i].seq->blocks);
-    }
-    EXPECT_EQ(batch[0].seq, batch[1].seq);  // one sequence stays one sequence
-    EXPECT_EQ(tp.receive(batch, seqs), TensorParallel::Message::kShutdown);
+    std::vector<int32_t> plan;
+    ASSERT_EQ(tp.receive(plan), TensorParallel::Message::kBatch);
+    EXPECT_EQ(plan, sent);
+    EXPECT_EQ(tp.receive(plan), TensorParallel::Message::kShutdown);
   });
 }
 

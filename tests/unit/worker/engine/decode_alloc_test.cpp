@@ -3,7 +3,7 @@
 
 
 #include "engine/sampler.h"
-#include "model/llama_context.h"
+#include "backend/cpu/cpu_forward.h"
 #include "worker/heap_counter.h"
 
 
@@ -17,7 +17,7 @@ TEST(DecodeAllocations, NoneInSteadyState) {
   KvCache cache(hp, kSeqs * kCtx / 16, 16);
   KvBlockAllocator blocks(cache.n_blocks());
   ThreadPool pool(2);
-  LlamaContext ctx(*model, cache, pool, 16, kCtx);
+  CpuForward ctx(*model, cache, pool, 16, kCtx);
   std::vector<KvSequence> seqs(kSeqs);
   for (auto& s : seqs) ASSERT_TRUE(blocks.reserve(s, kCtx, 16));
   SamplingParams params;

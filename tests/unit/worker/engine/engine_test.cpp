@@ -9,8 +9,8 @@
 #include <future>
 #include <mutex>
 
-#include "backend/backend_select.h"
-#include "engine/cpu_backend.h"
+#include "backend/select/backend_select.h"
+#include "backend/cpu/cpu_backend.h"
 #include "model/chat_template.h"
 
 namespace vigil {

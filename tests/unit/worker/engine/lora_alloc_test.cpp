@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 
-#include "model/llama_context.h"
+#include "backend/cpu/cpu_forward.h"
 #include "worker/heap_counter.h"
 #include "worker/lora_builder.h"
 
@@ -25,7 +25,7 @@ TEST(LoraDecodeAllocations, NoneInSteadyState) {
   KvCache cache(model->hparams(), kSeqs * kCtx / 16, 16);
   KvBlockAllocator blocks(cache.n_blocks());
   ThreadPool pool(2);
-  LlamaContext ctx(*model, cache, pool, 16, kCtx);
+  CpuForward ctx(*model, cache, pool, 16, kCtx);
   std::vector<KvSequence> seqs(kSeqs);
   for (auto& s : seqs) ASSERT_TRUE(blocks.reserve(s, kCtx, 16));
   std::vector<BatchToken> batch;

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <mutex>
 
+#include "backend/cpu/cpu_forward.h"
+#include "backend/cpu/kv_cache.h"
 #include "engine/adapter_registry.h"
 #include "engine/engine.h"
 #include "worker/lora_builder.h"
@@ -85,7 +87,7 @@ class LoraEngineTest : public ::testing::Test {
     KvCache cache(model_->hparams(), 8, 16);
     KvBlockAllocator blocks(cache.n_blocks());
     ThreadPool pool(2);
-    LlamaContext ctx(*model_, cache, pool, 32, 128);
+    CpuForward ctx(*model_, cache, pool, 32, 128);
     KvSequence seq;
     EXPECT_TRUE(blocks.reserve(seq, static_cast<int>(tokens.size()), 16));
     std::vector<BatchToken> batch;
@@ -141,7 +143,7 @@ TEST_F(LoraEngineTest, MixedBatchRowsEqualEachAdapterAlone) {
   KvCache cache(model_->hparams(), 16, 16);
   KvBlockAllocator blocks(cache.n_blocks());
   ThreadPool pool(2);
-  LlamaContext ctx(*model_, cache, pool, 64, 128);
+  CpuForward ctx(*model_, cache, pool, 64, 128);
   std::vector<KvSequence> kv(seqs.size());
   std::vector<BatchToken> batch;
   // Tokens of the sequences interleaved, so each adapter's rows are scattered through the batch.

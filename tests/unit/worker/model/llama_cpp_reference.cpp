@@ -24,7 +24,7 @@ std::vector<int32_t> greedy_decode(const LlamaModel& model, const std::vector<in
   KvCache cache(model.hparams(), (n_ctx + 15) / 16, 16);
   KvBlockAllocator blocks(cache.n_blocks());
   ThreadPool pool(2);
-  LlamaContext ctx(model, cache, pool, static_cast<int>(prompt.size()), n_ctx);
+  CpuForward ctx(model, cache, pool, static_cast<int>(prompt.size()), n_ctx);
   KvSequence seq;
   EXPECT_TRUE(blocks.reserve(seq, n_ctx, 16));
   std::vector<BatchToken> batch;

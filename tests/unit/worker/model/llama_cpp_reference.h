@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "model/llama_context.h"
+#include "backend/cpu/cpu_forward.h"
 
 namespace vigil::test {
 

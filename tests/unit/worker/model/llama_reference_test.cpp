@@ -7,7 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "model/llama_context.h"
+#include "backend/cpu/cpu_forward.h"
 #include "worker/model/llama_cpp_reference.h"
 
 namespace vigil {

@@ -1,5 +1,6 @@
 // LoRA adapters on the real model: validation of every field and shape, and one matmul with an
 // adapter against the merged weights W + (alpha/rank)·B·A computed in float64.
+#include "backend/cpu/lora_apply.h"
 #include "model/lora_adapter.h"
 
 #include <gtest/gtest.h>
@@ -54,12 +55,12 @@ TEST_F(LoraAdapterTest, LoadsPairsWithAlphaOverRankScale) {
   auto a = parse(s);
   EXPECT_EQ(a->n_pairs(), 3);
   EXPECT_EQ(a->max_rank(), 8);
-  ASSERT_NE(a->pair(0, LoraTarget::kQ), nullptr);
-  EXPECT_FLOAT_EQ(a->pair(0, LoraTarget::kQ)->scale, 2.0f);
-  EXPECT_FLOAT_EQ(a->pair(3, LoraTarget::kDown)->scale, 4.0f);
-  EXPECT_EQ(a->pair(0, LoraTarget::kK), nullptr);
-  EXPECT_EQ(a->pair(1, LoraTarget::kQ), nullptr);
-  const LoraPair& down = *a->pair(3, LoraTarget::kDown);
+  ASSERT_NE(a->pair(0, LayerMatrix::kQ), nullptr);
+  EXPECT_FLOAT_EQ(a->pair(0, LayerMatrix::kQ)->scale, 2.0f);
+  EXPECT_FLOAT_EQ(a->pair(3, LayerMatrix::kDown)->scale, 4.0f);
+  EXPECT_EQ(a->pair(0, LayerMatrix::kK), nullptr);
+  EXPECT_EQ(a->pair(1, LayerMatrix::kQ), nullptr);
+  const LoraPair& down = *a->pair(3, LayerMatrix::kDown);
   EXPECT_EQ(down.a.rows, 4);
   EXPECT_EQ(down.a.cols, model_->hparams().n_ff);
   EXPECT_EQ(down.b.rows, model_->hparams().n_embd);
@@ -72,7 +73,7 @@ TEST_F(LoraAdapterTest, LoadsPairsWithAlphaOverRankScale) {
 TEST_F(LoraAdapterTest, ZeroAlphaMeansNoScalingAsInLlamaCpp) {
   LoraSpec s = one_pair({0, "attn_q", 8});
   s.alpha = 0.0f;
-  EXPECT_FLOAT_EQ(parse(s)->pair(0, LoraTarget::kQ)->scale, 1.0f);
+  EXPECT_FLOAT_EQ(parse(s)->pair(0, LayerMatrix::kQ)->scale, 1.0f);
 }
 
 // y = x · (W + s·B·A)ᵀ in float64, W dequantized from the model file.
@@ -103,7 +104,7 @@ std::vector<double> merged_reference(const WeightView& w, const LoraPair& p, con
   return y;
 }
 
-void check_against_merged(const LoraAdapter& adapter, int layer, LoraTarget target, const WeightView& w, double delta_tolerance) {
+void check_against_merged(const LoraAdapter& adapter, int layer, LayerMatrix target, const WeightView& w, double delta_tolerance) {
   const LoraPair& p = *adapter.pair(layer, target);
   const int n = 5;
   const size_t n_in = static_cast<size_t>(w.cols), n_out = static_cast<size_t>(w.rows);
@@ -148,8 +149,8 @@ TEST_F(LoraAdapterTest, F32MatmulPlusDeltaMatchesMergedWeightsInFloat64) {
   s.pairs = {{2, "attn_q", 8}, {2, "ffn_down", 16}};
   auto a = parse(s);
   const LlamaLayer& l = model_->layers()[2];
-  check_against_merged(*a, 2, LoraTarget::kQ, l.wq, 1e-5);
-  check_against_merged(*a, 2, LoraTarget::kDown, l.ffn_down, 1e-5);
+  check_against_merged(*a, 2, LayerMatrix::kQ, l.wq, 1e-5);
+  check_against_merged(*a, 2, LayerMatrix::kDown, l.ffn_down, 1e-5);
 }
 
 TEST_F(LoraAdapterTest, F16MatmulPlusDeltaMatchesMergedWeightsInFloat64) {
@@ -158,13 +159,13 @@ TEST_F(LoraAdapterTest, F16MatmulPlusDeltaMatchesMergedWeightsInFloat64) {
   auto a = parse(s);
   const LlamaLayer& l = model_->layers()[1];
   // F16 weights see their inputs rounded to f16 (as ggml does): relative error about 2^-11 per term.
-  check_against_merged(*a, 1, LoraTarget::kV, l.wv, 2e-3);
-  check_against_merged(*a, 1, LoraTarget::kUp, l.ffn_up, 2e-3);
+  check_against_merged(*a, 1, LayerMatrix::kV, l.wv, 2e-3);
+  check_against_merged(*a, 1, LayerMatrix::kUp, l.ffn_up, 2e-3);
 }
 
 TEST_F(LoraAdapterTest, OnlyTheListedRowsChange) {
   auto a = parse(one_pair({0, "attn_q", 8}));
-  const LoraPair& p = *a->pair(0, LoraTarget::kQ);
+  const LoraPair& p = *a->pair(0, LayerMatrix::kQ);
   const int n = 4, d = model_->hparams().n_embd;
   std::vector<float> x(static_cast<size_t>(n * d), 0.5f), y(static_cast<size_t>(n * d), 1.0f);
   std::vector<float> gather(static_cast<size_t>(n * d)), t(static_cast<size_t>(n * 8)), out(static_cast<size_t>(n * d));

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "model/llama_context.h"
+#include "backend/cpu/cpu_forward.h"
 #include "worker/model/llama_cpp_reference.h"
 
 namespace vigil {

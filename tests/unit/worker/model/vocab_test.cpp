@@ -1,4 +1,5 @@
 // Tokenizer tests: llama.cpp's ids and text on the reference corpus, UTF-8 streaming, robustness.
+#include "model/unicode.h"
 #include "model/vocab.h"
 
 #include <gtest/gtest.h>

@@ -11,14 +11,14 @@
 
 #include <gtest/gtest.h>
 
-#include "worker/server/fake_backend.h"
+#include "worker/server/fake_model_service.h"
 #include "worker/server/http_test_client.h"
 
 namespace vigil {
 namespace {
 
 using json = nlohmann::json;
-using test::FakeBackend;
+using test::FakeModelService;
 using test::HttpClient;
 using test::HttpResult;
 
@@ -78,7 +78,7 @@ class HttpServerTest : public ::testing::Test {
     server_.reset();
   }
 
-  FakeBackend backend_;
+  FakeModelService backend_;
   WorkerMetrics metrics_{"fake-model", "test", "scalar"};
   ServerConfig config_;
   std::unique_ptr<HttpServer> server_;
@@ -110,7 +110,7 @@ TEST_F(HttpServerTest, CompletionNonStreaming) {
   json j = json::parse(r.body);
   EXPECT_EQ(j["object"], "text_completion");
   EXPECT_EQ(j["model"], "fake-model");
-  EXPECT_EQ(j["choices"][0]["text"], FakeBackend::expected_text(bytes("hello"), 5));
+  EXPECT_EQ(j["choices"][0]["text"], FakeModelService::expected_text(bytes("hello"), 5));
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(j["usage"]["prompt_tokens"], 5);
   EXPECT_EQ(j["usage"]["completion_tokens"], 5);
@@ -138,7 +138,7 @@ TEST_F(HttpServerTest, StreamingMatchesNonStreaming) {
     EXPECT_TRUE(events[i]["usage"].is_null());
     text += events[i]["choices"][0]["text"].get<std::string>();
   }
-  EXPECT_EQ(text, FakeBackend::expected_text(bytes("hello"), 6));
+  EXPECT_EQ(text, FakeModelService::expected_text(bytes("hello"), 6));
   EXPECT_EQ(events[events.size() - 2]["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(events.back()["usage"]["completion_tokens"], 6);
   EXPECT_TRUE(events.back()["choices"].empty());
@@ -158,7 +158,7 @@ TEST_F(HttpServerTest, ChatStreamStartsWithTheRole) {
   EXPECT_EQ(events[0]["choices"][0]["delta"]["role"], "assistant");
   std::string text;
   for (const auto& e : events) text += e["choices"][0]["delta"].value("content", "");
-  EXPECT_EQ(text, FakeBackend::expected_text(bytes("user:hi\n"), 3));
+  EXPECT_EQ(text, FakeModelService::expected_text(bytes("user:hi\n"), 3));
   EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
 }
 
@@ -176,7 +176,7 @@ TEST_F(HttpServerTest, Http10StreamEndsWithTheConnection) {
   EXPECT_TRUE(done);
   std::string text;
   for (const auto& e : events) text += e["choices"][0]["text"].get<std::string>();
-  EXPECT_EQ(text, FakeBackend::expected_text(bytes("old"), 3));
+  EXPECT_EQ(text, FakeModelService::expected_text(bytes("old"), 3));
 }
 
 TEST_F(HttpServerTest, KeepAliveAndPipelining) {
@@ -192,7 +192,7 @@ TEST_F(HttpServerTest, KeepAliveAndPipelining) {
   for (int i = 0; i < 2; ++i) {
     HttpResult r = c.read_response();
     EXPECT_EQ(r.status, 200);
-    EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], FakeBackend::expected_text(bytes("b"), 3));
+    EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], FakeModelService::expected_text(bytes("b"), 3));
   }
 }
 
@@ -339,7 +339,7 @@ TEST_F(HttpServerTest, DrainFinishesInFlightRequestsThenStops) {
   backend_.set_paused(false);
   HttpResult r = inflight.read_response();
   EXPECT_EQ(r.status, 200);
-  EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], FakeBackend::expected_text(bytes("d"), 4));
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], FakeModelService::expected_text(bytes("d"), 4));
   thread_.join();  // run() returns by itself once nothing is in flight
   thread_ = std::thread([] {});
 }

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model/unicode.h"
 #include "model/vocab.h"
 
 namespace vigil {

@@ -1,0 +1,32 @@
+// The collective set: failed collectives of the worker, from its USDT probes, to the correlator.
+#include "sets/collective_set.h"
+
+#include <stdexcept>
+
+#include "sets/correlation_set.h"
+
+namespace vigil::agent {
+namespace {
+
+Correlator& correlator_of(const LoadedSets& loaded) {
+  CorrelationSet* correlation = loaded.find<CorrelationSet>();
+  if (!correlation) throw std::logic_error("collective needs the correlation set");
+  return correlation->correlator();
+}
+
+}  // namespace
+
+CollectiveSet::CollectiveSet(SetContext& ctx)
+    : correlator_(correlator_of(ctx.loaded)),
+      probe_(ctx.cfg.kernel_btf, ctx.stats,
+             [this](const collective_failure& f) { correlator_.on_collective_failure(f); }) {
+  probe_.add_rings(ctx.rings);
+  correlator_.set_collective_procs_fd(probe_.procs_fd());
+  for (const auto& path : ctx.cfg.libraries.usdt) probe_.attach(path);
+}
+
+void CollectiveSet::on_library(const LibraryHit& hit) {
+  if (hit.kind == LibraryKind::kUsdt) probe_.attach(hit.open_path, hit.dev, hit.inode);
+}
+
+}  // namespace vigil::agent

@@ -1,0 +1,24 @@
+// The collective set: collective.bpf.c on the worker's vigil:collective_begin/collective_end USDT
+// probes; each failed collective goes to the correlation set's correlator.
+#pragma once
+
+#include "correlate/collective_probe.h"
+#include "correlate/correlator.h"
+#include "sets/probe_set.h"
+
+namespace vigil::agent {
+
+class CollectiveSet : public ProbeSet {
+ public:
+  // Needs the correlation set loaded (throws std::logic_error otherwise).
+  explicit CollectiveSet(SetContext& ctx);
+  // Probes the usdt set's files. It does not ask for discovery itself (watches_libraries): it is
+  // only ever loaded with the usdt set, which does.
+  void on_library(const LibraryHit& hit) override;
+
+ private:
+  Correlator& correlator_;  // the correlation set's, loaded before this one and unloaded after it
+  CollectiveProbe probe_;
+};
+
+}  // namespace vigil::agent

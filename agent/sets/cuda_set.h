@@ -1,0 +1,34 @@
+// The CUDA set: cuda.bpf.c on every distinct libcuda.so.1 processes map, exported as gpu_memory_*
+// and cuda_graph_* / cuda_driver_* series.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "collectors/cuda_graph_collector.h"
+#include "collectors/gpu_memory_collector.h"
+#include "probes/cuda_probe.h"
+#include "sets/probe_set.h"
+
+namespace vigil::agent {
+
+class CudaSet : public ProbeSet {
+ public:
+  explicit CudaSet(SetContext& ctx);
+  std::vector<NamedCollector> collectors() override;
+  bool watches_libraries() const override { return true; }
+  void on_library(const LibraryHit& hit) override;
+  void on_full_scan(const std::vector<LibraryHit>& mapped) override;
+  void expire() override;
+
+  int procs_fd() const { return probe_.procs_fd(); }  // what the allocator collector reads reserved bytes from
+
+ private:
+  std::chrono::milliseconds grace_;
+  CudaProbe probe_;
+  std::shared_ptr<GpuMemoryCollector> memory_;
+  std::shared_ptr<CudaGraphCollector> graphs_;
+};
+
+}  // namespace vigil::agent

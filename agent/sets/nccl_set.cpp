@@ -1,0 +1,25 @@
+// The NCCL set. Loaded, it has nothing to watch until a libnccl is found: that is not an error.
+#include "sets/nccl_set.h"
+
+namespace vigil::agent {
+
+NcclSet::NcclSet(SetContext& ctx) : grace_(ctx.cfg.grace_period), probe_(ctx.cfg.kernel_btf, ctx.stats) {
+  probe_.add_rings(ctx.rings);
+  collector_ = std::make_shared<NcclCollector>(probe_.calls_fd(), probe_.async_errors_fd(), probe_.procs_fd(),
+                                               ctx.processes);
+  for (const auto& path : ctx.cfg.libraries.nccl) probe_.attach_pinned(path);
+}
+
+std::vector<NamedCollector> NcclSet::collectors() { return {{"nccl", collector_}}; }
+
+void NcclSet::on_library(const LibraryHit& hit) {
+  if (hit.kind == LibraryKind::kNccl) probe_.attach(hit.open_path, hit.dev, hit.inode);
+}
+
+void NcclSet::on_full_scan(const std::vector<LibraryHit>& mapped) {
+  probe_.release_unmapped(files_of_kind(mapped, LibraryKind::kNccl), grace_);
+}
+
+void NcclSet::expire() { collector_->expire(); }
+
+}  // namespace vigil::agent

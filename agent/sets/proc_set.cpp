@@ -1,0 +1,44 @@
+// The proc set: process exec and exit events into discovery and the process table.
+#include "sets/proc_set.h"
+
+#include <cstdio>
+#include <exception>
+
+namespace vigil::agent {
+
+std::unique_ptr<ProbeSet> ProcSet::load(SetContext& ctx) {
+  try {
+    return std::make_unique<ProcSet>(ctx);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vigil-agent: process events unavailable (%s); scanning /proc every tick\n", e.what());
+    return nullptr;
+  }
+}
+
+ProcSet::ProcSet(SetContext& ctx)
+    : processes_(ctx.processes),
+      libraries_(ctx.libraries),
+      probe_(ctx.cfg.kernel_btf, ctx.stats, [this](uint32_t pid, bool exec) { on_event(pid, exec); }) {
+  probe_.add_rings(ctx.rings);
+  // The kernel sends the exits of the processes in the table only.
+  processes_.set_on_change([this](uint32_t pid, bool present) { probe_.track(pid, present); });
+  libraries_.set_exec_events(true);
+}
+
+ProcSet::~ProcSet() {
+  // The table stops mirroring into the probe's map before the map goes.
+  processes_.set_on_change(nullptr);
+  libraries_.set_exec_events(false);
+}
+
+void ProcSet::on_event(uint32_t pid, bool exec) {
+  if (exec) {
+    processes_.mark_exec(pid);
+    libraries_.on_exec(pid);
+  } else {
+    processes_.mark_exited(pid);
+    libraries_.on_exit(pid);
+  }
+}
+
+}  // namespace vigil::agent

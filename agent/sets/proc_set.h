@@ -1,0 +1,33 @@
+// The proc set: proc.bpf.c's exec and exit events, for discovery (a process is scanned as it
+// execs) and the process table (an exit starts the grace period at once). No config switch:
+// it is loaded when a set watches libraries.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "probes/proc_probe.h"
+#include "sets/probe_set.h"
+
+namespace vigil::agent {
+
+class ProcSet : public ProbeSet {
+ public:
+  // The set, or nullptr after logging why it could not load: without the events discovery
+  // scans every process on every tick, which is slower, not blind.
+  static std::unique_ptr<ProbeSet> load(SetContext& ctx);
+
+  explicit ProcSet(SetContext& ctx);
+  ~ProcSet() override;
+  ProcSet(const ProcSet&) = delete;
+  ProcSet& operator=(const ProcSet&) = delete;
+
+ private:
+  void on_event(uint32_t pid, bool exec);  // the ring reader's thread
+
+  ProcessTable& processes_;
+  LibraryWatch& libraries_;
+  ProcProbe probe_;
+};
+
+}  // namespace vigil::agent

@@ -1,0 +1,15 @@
+// The TCP set: tcp.bpf.c's tracepoints, exported per process and peer (tcp_*).
+#include "sets/tcp_set.h"
+
+namespace vigil::agent {
+
+TcpSet::TcpSet(SetContext& ctx)
+    : probe_(ctx.cfg.kernel_btf, ctx.stats),
+      collector_(std::make_shared<TcpCollector>(probe_.peers_fd(), probe_.procs_fd(), ctx.cfg.tcp_top_peers,
+                                                ctx.processes)) {}
+
+std::vector<NamedCollector> TcpSet::collectors() { return {{"tcp", collector_}}; }
+
+void TcpSet::expire() { collector_->expire(); }
+
+}  // namespace vigil::agent

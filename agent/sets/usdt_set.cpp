@@ -1,0 +1,24 @@
+// The USDT set. PyTorch's probes say what its allocator hands out; what it reserves comes from the
+// CUDA set's driver probes of the same process, when that set is loaded.
+#include "sets/usdt_set.h"
+
+#include "sets/cuda_set.h"
+
+namespace vigil::agent {
+
+UsdtSet::UsdtSet(SetContext& ctx) : probe_(ctx.cfg.kernel_btf, ctx.stats) {
+  const CudaSet* cuda = ctx.loaded.find<CudaSet>();
+  allocators_ = std::make_shared<AllocatorCollector>(probe_.allocators_fd(), probe_.blocks_fd(),
+                                                     cuda ? cuda->procs_fd() : -1, ctx.processes);
+  for (const auto& path : ctx.cfg.libraries.usdt) probe_.attach(path);
+}
+
+std::vector<NamedCollector> UsdtSet::collectors() { return {{"allocator", allocators_}}; }
+
+void UsdtSet::on_library(const LibraryHit& hit) {
+  if (hit.kind == LibraryKind::kUsdt) probe_.attach(hit.open_path, hit.dev, hit.inode);
+}
+
+void UsdtSet::expire() { allocators_->expire(); }
+
+}  // namespace vigil::agent

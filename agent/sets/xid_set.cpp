@@ -1,0 +1,13 @@
+// The XID set: every XID the driver reports, counted by GPU and code, and logged with its message.
+#include "sets/xid_set.h"
+
+namespace vigil::agent {
+
+XidSet::XidSet(SetContext& ctx) : probe_(ctx.cfg.kernel_btf, ctx.stats) {
+  probe_.add_rings(ctx.rings);
+  collector_ = std::make_shared<XidCollector>(probe_.xids_fd());
+}
+
+std::vector<NamedCollector> XidSet::collectors() { return {{"xid", collector_}}; }
+
+}  // namespace vigil::agent

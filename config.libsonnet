@@ -1,0 +1,62 @@
+// The one _config of the Vigil mixin (mixin.libsonnet): selectors, thresholds and windows, read
+// by the alerts, the recording rules and the dashboards. Override fields with jsonnet's `+`
+// (`(import 'mixin.libsonnet') + { _config+:: { ... } }`, as with node-mixin); the end-to-end
+// test shortens windows this way.
+{
+  _config+:: {
+    // Selectors of the scrape jobs (set job names with relabelling in the Pod/ServiceMonitors).
+    agentSelector: 'job="vigil-agent"',
+    workerSelector: 'job="vigil-worker"',
+    // Both jobs at once, for the dashboards' cluster list and targets-up panel: PromQL cannot OR
+    // two matcher lists, so a deployment that renames a job sets this with the selectors above.
+    vigilSelector: 'job=~"vigil-agent|vigil-worker"',
+    // kube-state-metrics series of the worker pods (readiness is not in the worker's own metrics).
+    workerPodSelector: 'pod=~"vigil-worker-.*"',
+
+    // Labels that name a process seen by the agent, and a worker instance. Absent labels are
+    // harmless in `by`, so the same rules work with and without Kubernetes target labels.
+    processLabels: ['cluster', 'node', 'instance', 'pid', 'comm', 'container_id', 'pod_uid'],
+    workerLabels: ['cluster', 'namespace', 'pod', 'job', 'instance'],
+
+    // The source document's P1: fragmentation ratio above this with at least N CUDA Graph
+    // launch failures in the window, on the same process.
+    fragmentationThreshold: '0.65',
+    graphFailuresThreshold: 3,
+    graphFailuresWindow: '5m',
+    p1For: '1m',
+
+    // NCCL/TCP: risk = (TCP stall + next retry wait) / collective timeout; at 1 the retry lands
+    // after the watchdog. Half-way leaves time to act before the abort.
+    timeoutRiskThreshold: '0.5',
+    timeoutRiskFor: '30s',
+    correlatedTimeoutWindow: '10m',
+    correlatedFor: '1m',
+    retransmitStormPerSecond: 5,
+    retransmitWindow: '5m',
+
+    allocationFailureWindow: '10m',  // longer than warningFor: one burst fires
+    captureAllocationWindow: '10m',
+    warningFor: '5m',
+
+    workerDownFor: '1m',
+    workerNotReadyFor: '5m',
+    kvUsageThreshold: '0.9',
+    kvFor: '5m',
+
+    // TTFT SLO: this share of requests get their first token within ttftSloSeconds (a bucket
+    // boundary of vigil_worker_time_to_first_token_seconds, written as the worker writes `le`).
+    ttftSloSeconds: '1',
+    ttftObjective: 0.99,  // a number: the burn thresholds are computed from it
+
+    agentDownFor: '5m',
+    probesFor: '15m',
+    dropsWindow: '15m',
+
+    // Where a pager's link to an alert's runbook points: %s is the alert's name, the page is
+    // docs/runbooks/<name>.md. Set it once per deployment (deploy/kubernetes/overlays/*/
+    // alerts-config.json; the demo serves the runbooks itself). The default is the docs/runbooks
+    // folder of the project's repository on GitHub; no public repository exists yet, so a
+    // deployment sets its own.
+    runbookURLPattern: 'https://github.com/vigil-project/vigil/blob/main/docs/runbooks/%s.md',
+  },
+}

@@ -1,0 +1,34 @@
+// The CPU backend: CpuForward over a host KV cache from a caching allocator and a thread pool of
+// its own, optionally split over a tensor-parallel group.
+#pragma once
+
+#include "backend/caching_allocator.h"
+#include "backend/cpu/cpu_forward.h"
+#include "backend/cpu/kv_cache.h"
+#include "backend/forward_backend.h"
+#include "comm/tensor_parallel.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace vigil {
+
+class CpuBackend final : public ForwardBackend {
+ public:
+  // `tp`: the tensor-parallel group every matrix product is split over (it must outlive the
+  // backend); nullptr: one rank.
+  CpuBackend(const LlamaModel& model, const BackendShape& shape, TensorParallel* tp = nullptr);
+
+  void forward(std::span<const BatchToken> batch) override { forward_.forward(batch); }
+  std::span<const float> logits(int i) const override { return forward_.logits(i); }
+  bool supports_lora() const override { return !tensor_parallel_; }
+  std::string describe() const override;
+  AllocatorStats allocator_stats() const override { return alloc_.stats(); }
+
+ private:
+  CachingAllocator alloc_;  // before cache_: the cache's storage comes from it
+  KvCache cache_;
+  ThreadPool pool_;
+  CpuForward forward_;
+  bool tensor_parallel_;
+};
+
+}  // namespace vigil

@@ -220,65 +220,88 @@ void Engine::step() {
   }
   // Serve in policy order; preemption takes from the back (the request the policy ranks last).
   sort_by_policy(running_);
-
-  // Plan the batch: decodes first (one token each), then prefill chunks within the token budget.
-  struct Slice {
-    Sequence* seq;
-    int begin, end;  // positions [begin, end) of seq->tokens computed this step
-  };
   std::vector<Slice> plan;
+  const uint64_t preempted = plan_batch(plan);
+  encode_batch(plan);
+  if (!run_forward(plan)) {
+    publish_stats(preempted);
+    return;
+  }
+  retire(sample_tokens(plan));
+  VIGIL_PROBE(scheduler_step, running_.size(), waiting_.size(), batch_.size(), blocks_.free_blocks());
+  publish_stats(preempted);
+}
+
+uint64_t Engine::plan_batch(std::vector<Slice>& plan) {
+  // Decodes first (one token each), then prefill chunks within the token budget.
   plan.reserve(running_.size());
   int budget = config_.max_batched_tokens;
   uint64_t preempted = 0;
   for (int pass = 0; pass < 2; ++pass) {
+    // running_.size() is read on every iteration: preemption shortens it from the back.
     for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
       Sequence& seq = *running_[i];
       const int known = static_cast<int>(seq.tokens.size());
       const bool decoding = seq.n_computed == known - 1 && seq.n_computed > 0;
       if ((pass == 0) != decoding) continue;
       const int n = std::min(known - seq.n_computed, budget);
-      // Make room: preempt (free and recompute later) the lowest-ranked other sequences.
-      while (!blocks_.reserve(seq.kv, seq.n_computed + n, config_.kv_block_size)) {
-        Sequence* victim = running_.back().get();
-        if (victim == &seq) break;
-        std::erase_if(plan, [&](const Slice& s) {
-          if (s.seq == victim) budget += s.end - s.begin;
-          return s.seq == victim;
-        });
-        VIGIL_PROBE(request_preempt, victim->id, victim->tokens.size(), victim->kv.blocks.size());
-        blocks_.release(victim->kv);
-        victim->n_computed = 0;
-        waiting_.push_back(std::move(running_.back()));
-        running_.pop_back();
-        ++preempted;
-      }
+      preempted += make_room(seq, seq.n_computed + n, plan, budget);
       if (seq.kv.blocks.size() * static_cast<size_t>(config_.kv_block_size) < static_cast<size_t>(seq.n_computed + n))
         continue;  // no blocks even after preempting every lower-ranked sequence: retry next step
       plan.push_back({&seq, seq.n_computed, seq.n_computed + n});
       budget -= n;
     }
   }
+  return preempted;
+}
+
+uint64_t Engine::make_room(Sequence& seq, int positions, std::vector<Slice>& plan, int& budget) {
+  // Preempt (free and recompute later) the lowest-ranked other sequences until seq's blocks fit;
+  // a victim's slice leaves the plan and its tokens go back to the budget.
+  uint64_t preempted = 0;
+  while (!blocks_.reserve(seq.kv, positions, config_.kv_block_size)) {
+    Sequence* victim = running_.back().get();
+    if (victim == &seq) break;
+    std::erase_if(plan, [&](const Slice& s) {
+      if (s.seq == victim) budget += s.end - s.begin;
+      return s.seq == victim;
+    });
+    VIGIL_PROBE(request_preempt, victim->id, victim->tokens.size(), victim->kv.blocks.size());
+    blocks_.release(victim->kv);
+    victim->n_computed = 0;
+    waiting_.push_back(std::move(running_.back()));
+    running_.pop_back();
+    ++preempted;
+  }
+  return preempted;
+}
+
+void Engine::encode_batch(const std::vector<Slice>& plan) {
   batch_.clear();
   for (const Slice& s : plan)
     for (int p = s.begin; p < s.end; ++p)
       batch_.push_back({s.seq->tokens[static_cast<size_t>(p)], p, &s.seq->kv,
                         p + 1 == static_cast<int>(s.seq->tokens.size()), s.seq->adapter.get(),
                         p >= s.seq->n_prompt});
+}
 
-  if (!batch_.empty()) {
-    try {
-      backend_->forward(batch_);
-    } catch (const std::exception& e) {
-      for (const Slice& s : plan) finish(*s.seq, FinishReason::kError, e.what());
-      std::erase_if(running_, [&](const auto& r) {
-        return std::any_of(plan.begin(), plan.end(), [&](const Slice& s) { return s.seq == r.get(); });
-      });
-      publish_stats(preempted);
-      return;
-    }
+bool Engine::run_forward(const std::vector<Slice>& plan) {
+  if (batch_.empty()) return true;
+  try {
+    backend_->forward(batch_);
+  } catch (const std::exception& e) {
+    // The whole batch failed: every planned sequence ends with the error, the others run on.
+    for (const Slice& s : plan) finish(*s.seq, FinishReason::kError, e.what());
+    std::erase_if(running_, [&](const auto& r) {
+      return std::any_of(plan.begin(), plan.end(), [&](const Slice& s) { return s.seq == r.get(); });
+    });
+    return false;
   }
+  return true;
+}
 
-  // Sample for every sequence whose slice reached its last known token.
+std::vector<Engine::Sequence*> Engine::sample_tokens(const std::vector<Slice>& plan) {
+  // Logits rows come in plan order, one per slice that reached its last known token.
   int logits_row = 0;
   std::vector<Sequence*> done;
   for (const Slice& s : plan) {
@@ -288,38 +311,44 @@ void Engine::step() {
       blocks_.publish(seq.kv, seq.tokens, seq.n_computed, config_.kv_block_size, seq.cache_root());
     if (s.end != static_cast<int>(seq.tokens.size())) continue;
     const int32_t token = seq.sampler.sample(backend_->logits(logits_row++), seq.tokens);
-    seq.tokens.push_back(token);
-    if (++seq.n_generated == 1)
-      VIGIL_PROBE(request_first_token, seq.id,
-                  std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - seq.submitted).count());
-    seq.pending.tokens.push_back(token);
-    FinishReason reason = FinishReason::kNone;
-    if (vocab_.is_eog(token) && !seq.params.ignore_eos) {
-      reason = FinishReason::kStop;
-    } else {
-      seq.pending.text += seq.stops.push(seq.utf8.push(vocab_.token_to_piece(token)));
-      if (seq.stops.stopped()) reason = FinishReason::kStop;
-      else if (seq.n_generated >= seq.params.max_tokens) reason = FinishReason::kLength;
-    }
+    const FinishReason reason = append_token(seq, token);
     if (reason != FinishReason::kNone) {
       seq.pending.finish = reason;
       done.push_back(&seq);
     } else {
-      seq.pending.prompt_tokens = seq.n_prompt;
-      seq.pending.completion_tokens = seq.n_generated;
-      if (!seq.reported_queue_time) {
-        seq.pending.queue_seconds = std::chrono::duration<double>(Clock::now() - seq.submitted).count();
-        seq.reported_queue_time = true;
-      }
-      seq.sink(seq.pending);
-      seq.pending = RequestEvent{};
+      stream_pending(seq);
     }
   }
+  return done;
+}
+
+FinishReason Engine::append_token(Sequence& seq, int32_t token) {
+  seq.tokens.push_back(token);
+  if (++seq.n_generated == 1)
+    VIGIL_PROBE(request_first_token, seq.id,
+                std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - seq.submitted).count());
+  seq.pending.tokens.push_back(token);
+  if (vocab_.is_eog(token) && !seq.params.ignore_eos) return FinishReason::kStop;
+  seq.pending.text += seq.stops.push(seq.utf8.push(vocab_.token_to_piece(token)));
+  if (seq.stops.stopped()) return FinishReason::kStop;
+  if (seq.n_generated >= seq.params.max_tokens) return FinishReason::kLength;
+  return FinishReason::kNone;
+}
+
+void Engine::stream_pending(Sequence& seq) {
+  seq.pending.prompt_tokens = seq.n_prompt;
+  seq.pending.completion_tokens = seq.n_generated;
+  if (!seq.reported_queue_time) {
+    seq.pending.queue_seconds = std::chrono::duration<double>(Clock::now() - seq.submitted).count();
+    seq.reported_queue_time = true;
+  }
+  seq.sink(seq.pending);
+  seq.pending = RequestEvent{};
+}
+
+void Engine::retire(const std::vector<Sequence*>& done) {
   for (Sequence* seq : done) finish(*seq, seq->pending.finish);
   std::erase_if(running_, [&](const auto& r) { return std::find(done.begin(), done.end(), r.get()) != done.end(); });
-
-  VIGIL_PROBE(scheduler_step, running_.size(), waiting_.size(), batch_.size(), blocks_.free_blocks());
-  publish_stats(preempted);
 }
 
 void Engine::publish_stats(uint64_t preempted) {

@@ -91,9 +91,30 @@ class Engine {
   struct Sequence;
   // The backend config.make_backend builds, or the CPU one; throws when it cannot start.
   static std::unique_ptr<ForwardBackend> make_backend(const LlamaModel& model, const EngineConfig& config);
+  // Positions [begin, end) of seq->tokens computed in this step's forward pass.
+  struct Slice {
+    Sequence* seq;
+    int begin, end;
+  };
   void loop();
+  // One scheduling step: admit, plan, one forward pass over every planned slice, sample, stream.
   void step();
   void admit();
+  // The step's slices in policy order; returns how many sequences were preempted to fit them.
+  uint64_t plan_batch(std::vector<Slice>& plan);
+  // Reserves KV blocks for `positions` of seq, preempting lower-ranked sequences (dropped from
+  // `plan`, their tokens back in `budget`) while they do not fit; returns how many it preempted.
+  uint64_t make_room(Sequence& seq, int positions, std::vector<Slice>& plan, int& budget);
+  void encode_batch(const std::vector<Slice>& plan);  // plan -> batch_
+  // The forward pass over batch_; false when it threw (the planned sequences then ended in kError).
+  bool run_forward(const std::vector<Slice>& plan);
+  // Records what was computed and samples where a slice reached its last known token; returns the
+  // sequences that finished (reason in pending.finish), events of the others already sent.
+  std::vector<Sequence*> sample_tokens(const std::vector<Slice>& plan);
+  // Appends a sampled token to seq and its pending event; kNone unless it ends the request.
+  FinishReason append_token(Sequence& seq, int32_t token);
+  void stream_pending(Sequence& seq);  // sends and clears the pending event of a running sequence
+  void retire(const std::vector<Sequence*>& done);  // finishes them and drops them from running_
   void sort_by_policy(std::vector<std::unique_ptr<Sequence>>& list);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "");
   void publish_stats(uint64_t preempted);  // copies the engine thread's counts into stats_

@@ -376,9 +376,6 @@ uint64_t GgufFile::get_uint_or(std::string_view key, uint64_t fallback) const {
 double GgufFile::get_float_or(std::string_view key, double fallback) const {
   return find(key) ? get_float(key) : fallback;
 }
-bool GgufFile::get_bool_or(std::string_view key, bool fallback) const {
-  return find(key) ? get_bool(key) : fallback;
-}
 
 const GgufTensor& GgufFile::require_tensor(std::string_view name,
                                            std::initializer_list<uint64_t> shape) const {

@@ -97,7 +97,6 @@ class GgufFile {
   // As above with a default when the key is absent (a present key of the wrong type still throws).
   uint64_t get_uint_or(std::string_view key, uint64_t fallback) const;
   double get_float_or(std::string_view key, double fallback) const;
-  bool get_bool_or(std::string_view key, bool fallback) const;
 
   // The tensor with this name, which must have this shape (unused trailing dims are 1);
   // throws "tensor 'x' not found" or "tensor 'x' has shape [..], expected [..]".

@@ -72,13 +72,8 @@ void check_finite(const GgufFile& f, const GgufTensor& t) {
   if (bad < n) f.fail("tensor '" + t.name + "' holds a non-finite value at element " + std::to_string(bad));
 }
 
-}  // namespace
-
-std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path, const LlamaModel& model) {
-  return from_gguf(GgufFile::open(path), model);
-}
-
-std::shared_ptr<const LoraAdapter> LoraAdapter::from_gguf(const GgufFile& f, const LlamaModel& model) {
+// The adapter's metadata: a LoRA adapter for the model's architecture. Returns adapter.lora.alpha.
+float check_header(const GgufFile& f, const LlamaModel& model) {
   const std::string_view type = f.get_string("general.type");
   if (type != "adapter") f.fail("general.type is '" + std::string(type) + "', expected 'adapter'");
   const std::string_view arch = f.get_string("general.architecture");
@@ -93,15 +88,23 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::from_gguf(const GgufFile& f, con
     f.fail("adapter.lora.alpha has type " + std::string(gguf_value_type_name(alpha_value->type)) + ", expected FLOAT32");
   const float alpha = static_cast<float>(alpha_value->f);
   if (!std::isfinite(alpha)) f.fail("adapter.lora.alpha is not a finite number");
+  return alpha;
+}
 
-  // Pair every lora_a with its lora_b by base tensor name.
-  const int n_layer = model.hparams().n_layer;
-  struct Found {
-    Slot slot{};
-    const GgufTensor* a = nullptr;
-    const GgufTensor* b = nullptr;
-  };
-  std::map<std::string, Found, std::less<>> found;
+// The lora_a and lora_b tensors of one adapted matrix.
+struct Found {
+  Slot slot{};
+  const GgufTensor* a = nullptr;
+  const GgufTensor* b = nullptr;
+};
+// By base tensor name ("blk.<i>.<matrix>.weight"); ordered, so pairs are checked and copied in
+// name order.
+using FoundPairs = std::map<std::string, Found, std::less<>>;
+
+// Pairs every lora_a with its lora_b by base tensor name; every tensor must be one of the two, of
+// an adaptable matrix, 2-D and F32, F16 or BF16.
+FoundPairs find_pairs(const GgufFile& f, int n_layer) {
+  FoundPairs found;
   for (const GgufTensor& t : f.tensors()) {
     const std::string_view name = t.name;
     const bool is_a = name.ends_with(".lora_a");
@@ -121,34 +124,53 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::from_gguf(const GgufFile& f, con
     (is_a ? entry.a : entry.b) = &t;
   }
   if (found.empty()) f.fail("adapter holds no LoRA tensors");
+  return found;
+}
+
+// Bytes a tensor takes in the adapter's copy: each starts 32-byte aligned.
+size_t padded_bytes(const GgufTensor& t) { return (t.n_bytes + 31) / 32 * 32; }
+
+// One pair against the matrix it adapts: both present, shapes [n_in, rank] and [rank, n_out] with
+// one rank in 1..kMaxLoraRank, finite values. Returns the bytes the pair takes in the copy.
+size_t check_pair(const GgufFile& f, const LlamaModel& model, const std::string& base, const Found& e) {
+  if (!e.a || !e.b) f.fail("tensor '" + base + (e.a ? ".lora_b" : ".lora_a") + "' is missing (LoRA tensors come in pairs)");
+  const WeightView& w = model.layers()[static_cast<size_t>(e.slot.layer)].matrix(e.slot.target);
+  const uint64_t n_in = static_cast<uint64_t>(w.cols), n_out = static_cast<uint64_t>(w.rows);
+  const uint64_t rank = e.a->ne[1];
+  if (e.a->ne[0] != n_in)
+    f.fail("tensor '" + e.a->name + "' has shape " + e.a->shape_string() + ", expected [" + std::to_string(n_in) +
+           ", rank] for '" + base + "'");
+  if (e.b->ne[1] != n_out)
+    f.fail("tensor '" + e.b->name + "' has shape " + e.b->shape_string() + ", expected [rank, " +
+           std::to_string(n_out) + "] for '" + base + "'");
+  if (e.b->ne[0] != rank)
+    f.fail("tensors of '" + base + "' disagree on the rank: lora_a " + e.a->shape_string() + " has " +
+           std::to_string(rank) + ", lora_b " + e.b->shape_string() + " has " + std::to_string(e.b->ne[0]));
+  if (rank < 1 || rank > static_cast<uint64_t>(kMaxLoraRank))
+    f.fail("tensors of '" + base + "' have rank " + std::to_string(rank) + ", expected 1.." +
+           std::to_string(kMaxLoraRank));
+  check_finite(f, *e.a);
+  check_finite(f, *e.b);
+  return padded_bytes(*e.a) + padded_bytes(*e.b);
+}
+
+}  // namespace
+
+std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path, const LlamaModel& model) {
+  return from_gguf(GgufFile::open(path), model);
+}
+
+std::shared_ptr<const LoraAdapter> LoraAdapter::from_gguf(const GgufFile& f, const LlamaModel& model) {
+  const float alpha = check_header(f, model);
+  const int n_layer = model.hparams().n_layer;
+  const FoundPairs found = find_pairs(f, n_layer);
 
   static std::atomic<uint64_t> next_id{1};  // 0 stands for the base model
   std::shared_ptr<LoraAdapter> adapter(new LoraAdapter());
   adapter->id_ = next_id.fetch_add(1);
-  adapter->alpha_ = alpha;
   adapter->pairs_.resize(static_cast<size_t>(n_layer) * kLayerMatrices);
   size_t total = 0;
-  for (const auto& [base, e] : found) {
-    if (!e.a || !e.b) f.fail("tensor '" + base + (e.a ? ".lora_b" : ".lora_a") + "' is missing (LoRA tensors come in pairs)");
-    const WeightView& w = model.layers()[static_cast<size_t>(e.slot.layer)].matrix(e.slot.target);
-    const uint64_t n_in = static_cast<uint64_t>(w.cols), n_out = static_cast<uint64_t>(w.rows);
-    const uint64_t rank = e.a->ne[1];
-    if (e.a->ne[0] != n_in)
-      f.fail("tensor '" + e.a->name + "' has shape " + e.a->shape_string() + ", expected [" + std::to_string(n_in) +
-             ", rank] for '" + base + "'");
-    if (e.b->ne[1] != n_out)
-      f.fail("tensor '" + e.b->name + "' has shape " + e.b->shape_string() + ", expected [rank, " +
-             std::to_string(n_out) + "] for '" + base + "'");
-    if (e.b->ne[0] != rank)
-      f.fail("tensors of '" + base + "' disagree on the rank: lora_a " + e.a->shape_string() + " has " +
-             std::to_string(rank) + ", lora_b " + e.b->shape_string() + " has " + std::to_string(e.b->ne[0]));
-    if (rank < 1 || rank > static_cast<uint64_t>(kMaxLoraRank))
-      f.fail("tensors of '" + base + "' have rank " + std::to_string(rank) + ", expected 1.." +
-             std::to_string(kMaxLoraRank));
-    check_finite(f, *e.a);
-    check_finite(f, *e.b);
-    total += (e.a->n_bytes + 31) / 32 * 32 + (e.b->n_bytes + 31) / 32 * 32;
-  }
+  for (const auto& [base, e] : found) total += check_pair(f, model, base, e);
 
   // Copy out of the mapping so later changes to the file cannot reach the running model.
   adapter->data_.resize(total);
@@ -156,7 +178,7 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::from_gguf(const GgufFile& f, con
   auto copy = [&](const GgufTensor& t, int64_t rows, int64_t cols) {
     std::memcpy(adapter->data_.data() + at, t.data, t.n_bytes);
     WeightView v{t.type, adapter->data_.data() + at, rows, cols};
-    at += (t.n_bytes + 31) / 32 * 32;
+    at += padded_bytes(t);
     return v;
   };
   for (const auto& [base, e] : found) {

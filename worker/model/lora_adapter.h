@@ -41,7 +41,6 @@ class LoraAdapter {
   // Unique per load, never reused (an address can be, after an unload): prefix caching keys the
   // KV blocks it shares on it, so blocks computed with one adapter never serve another.
   uint64_t id() const { return id_; }
-  float alpha() const { return alpha_; }
   int max_rank() const { return max_rank_; }
   int n_pairs() const { return n_pairs_; }
   size_t bytes() const { return data_.size(); }  // tensor data held
@@ -50,7 +49,6 @@ class LoraAdapter {
   LoraAdapter() = default;
 
   uint64_t id_ = 0;
-  float alpha_ = 0.0f;
   int max_rank_ = 0;
   int n_pairs_ = 0;
   std::vector<std::unique_ptr<LoraPair>> pairs_;  // [n_layer * kLayerMatrices], null when absent

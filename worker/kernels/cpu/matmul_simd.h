@@ -45,10 +45,6 @@ inline float round_fp16(float f) {
 inline __m256 broadcast_fp16(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(load_u16(p))));
 }
-// The fp16 at p in lane 0, zeros elsewhere: adds a per-block scalar term into a lane accumulator.
-inline __m256 lane0_fp16(const uint8_t* p) {
-  return _mm256_cvtph_ps(_mm_cvtsi32_si128(load_u16(p)));
-}
 
 // 16 bytes of nibbles → 32 bytes in element order: low nibbles (elements 0..15), then high.
 inline __m256i unpack_nibbles(const uint8_t* qs) {

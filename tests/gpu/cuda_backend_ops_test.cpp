@@ -10,17 +10,17 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cuda/cuda_check.h"
+#include "backend/cpu/cpu_forward.h"
+#include "backend/cpu/kv_cache.h"
 #include "backend/cuda/cuda_backend.h"
-#include "kernels/cuda/gemm.h"
+#include "backend/kv_blocks.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/thread_pool.h"
-#include "backend/cpu/cpu_forward.h"
-#include "backend/cpu/kv_cache.h"
-#include "backend/kv_blocks.h"
-#include "model/llama_model.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/cuda/ops.h"
+#include "model/llama_model.h"
 
 namespace vigil::cuda {
 namespace {

@@ -19,11 +19,11 @@
 
 #include <unistd.h>
 
-#include "backend/cuda/cuda_backend.h"
-#include "kernels/cpu/thread_pool.h"
 #include "backend/cpu/cpu_forward.h"
 #include "backend/cpu/kv_cache.h"
+#include "backend/cuda/cuda_backend.h"
 #include "backend/kv_blocks.h"
+#include "kernels/cpu/thread_pool.h"
 #include "model/llama_model.h"
 #include "model/vocab.h"
 

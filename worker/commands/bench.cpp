@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/matmul.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/kv_blocks.h"
+#include "kernels/cpu/matmul.h"
 
 namespace vigil {
 namespace {

@@ -8,9 +8,9 @@
 
 #include <prometheus/registry.h>
 
+#include "backend/forward_backend.h"
 #include "comm/collective_metrics.h"
 #include "comm/gloo_communicator.h"
-#include "backend/forward_backend.h"
 #include "comm/tensor_parallel.h"
 #include "engine/engine.h"
 #include "model/llama_model.h"

@@ -14,12 +14,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/adapter_registry.h"
 #include "backend/caching_allocator.h"
 #include "backend/forward_backend.h"
+#include "backend/kv_blocks.h"
+#include "engine/adapter_registry.h"
 #include "engine/request.h"
 #include "engine/scheduler_policy.h"
-#include "backend/kv_blocks.h"
 #include "model/vocab.h"
 
 namespace vigil {

@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/sampler.h"
 #include "backend/forward_backend.h"
 #include "backend/kv_blocks.h"
+#include "engine/sampler.h"
 #include "model/llama_model.h"
 
 namespace vigil {

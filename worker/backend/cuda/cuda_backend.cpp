@@ -6,10 +6,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/cuda_check.h"
 #include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/driver_api.h"
 #include "base/ggml_types.h"
+#include "kernels/cuda/cuda_check.h"
 #include "model/rope.h"
 
 namespace vigil::cuda {

@@ -8,9 +8,9 @@
 #include <map>
 #include <mutex>
 
-#include "backend/cuda/va_ranges.h"
-#include "backend/cuda/driver_api.h"
 #include "backend/caching_allocator.h"
+#include "backend/cuda/driver_api.h"
+#include "backend/cuda/va_ranges.h"
 
 namespace vigil::cuda {
 

@@ -5,8 +5,8 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/cpu/thread_pool.h"
 #include "base/ggml_types.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace vigil {
 

@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 
 
-#include "engine/sampler.h"
 #include "backend/cpu/cpu_forward.h"
+#include "engine/sampler.h"
 #include "worker/heap_counter.h"
 
 

@@ -9,8 +9,8 @@
 #include <future>
 #include <mutex>
 
-#include "backend/select/backend_select.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/select/backend_select.h"
 #include "model/chat_template.h"
 
 namespace vigil {

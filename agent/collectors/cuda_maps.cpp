@@ -7,14 +7,7 @@
 
 namespace vigil::agent {
 
-std::map<uint32_t, cuda_proc> read_cuda_procs(int procs_fd) {
-  std::map<uint32_t, cuda_proc> out;
-  for (__u32 pid : map_keys<__u32>(procs_fd)) {
-    cuda_proc p{};
-    if (bpf_map_lookup_elem(procs_fd, &pid, &p) == 0) out[pid] = p;
-  }
-  return out;
-}
+std::map<uint32_t, cuda_proc> read_cuda_procs(int procs_fd) { return map_entries<uint32_t, cuda_proc>(procs_fd); }
 
 std::vector<std::pair<cuda_err_key, uint64_t>> read_cuda_errors(int errors_fd) {
   std::vector<std::pair<cuda_err_key, uint64_t>> out;

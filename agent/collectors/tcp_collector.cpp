@@ -36,12 +36,7 @@ std::map<uint32_t, std::vector<PeerRow>> read_peers(int peers_fd) {
 
 // tcp.bpf.c's per-process socket state at the latest retransmit.
 std::map<uint32_t, tcp_timer_state> read_timer_states(int procs_fd) {
-  std::map<uint32_t, tcp_timer_state> states;
-  for (const auto& pid : map_keys<__u32>(procs_fd)) {
-    tcp_timer_state s{};
-    if (bpf_map_lookup_elem(procs_fd, &pid, &s) == 0) states[pid] = s;
-  }
-  return states;
+  return map_entries<uint32_t, tcp_timer_state>(procs_fd);
 }
 
 std::string peer_text(const tcp_peer_key& k) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <ctime>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -76,6 +77,17 @@ std::vector<Key> map_keys(int map_fd) {
     if (keys.size() > (1u << 20)) break;  // no map of ours is this large; guard against loops
   }
   return keys;
+}
+
+// Every entry of a hash map, by key (an entry deleted between the walk and its lookup is skipped).
+template <typename Key, typename Value>
+std::map<Key, Value> map_entries(int map_fd) {
+  std::map<Key, Value> entries;
+  for (const Key& k : map_keys<Key>(map_fd)) {
+    Value v{};
+    if (bpf_map_lookup_elem(map_fd, &k, &v) == 0) entries[k] = v;
+  }
+  return entries;
 }
 
 }  // namespace vigil::agent

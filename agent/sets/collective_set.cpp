@@ -20,9 +20,9 @@ CollectiveSet::CollectiveSet(SetContext& ctx)
     : correlator_(correlator_of(ctx.loaded)),
       probe_(ctx.cfg.kernel_btf, ctx.stats,
              [this](const collective_failure& f) { correlator_.on_collective_failure(f); }) {
-  probe_.add_rings(ctx.rings);
   correlator_.set_collective_procs_fd(probe_.procs_fd());
   for (const auto& path : ctx.cfg.libraries.usdt) probe_.attach(path);
+  probe_.add_rings(ctx.rings);  // last: a constructor that throws leaves no callback behind
 }
 
 void CollectiveSet::on_library(const LibraryHit& hit) {

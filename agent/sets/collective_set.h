@@ -13,7 +13,8 @@ class CollectiveSet : public ProbeSet {
   // Needs the correlation set loaded (throws std::logic_error otherwise).
   explicit CollectiveSet(SetContext& ctx);
   // Probes the usdt set's files. It does not ask for discovery itself (watches_libraries): it is
-  // only ever loaded with the usdt set, which does.
+  // loaded when probes.usdt is on, and relies on the usdt set for discovery (if that set failed
+  // to load, only the configured libraries.usdt files are probed).
   void on_library(const LibraryHit& hit) override;
 
  private:

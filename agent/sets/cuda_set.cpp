@@ -4,11 +4,11 @@
 namespace vigil::agent {
 
 CudaSet::CudaSet(SetContext& ctx) : grace_(ctx.cfg.grace_period), probe_(ctx.cfg.kernel_btf, ctx.stats) {
-  probe_.add_rings(ctx.rings);
   memory_ = std::make_shared<GpuMemoryCollector>(probe_.procs_fd(), probe_.errors_fd(), probe_.live_fd(),
                                                  probe_.handles_fd(), ctx.cfg.fragmentation_window, ctx.processes);
   graphs_ = std::make_shared<CudaGraphCollector>(probe_.procs_fd(), probe_.errors_fd(), ctx.processes);
   for (const auto& path : ctx.cfg.libraries.cuda) probe_.attach_pinned(path);
+  probe_.add_rings(ctx.rings);  // last: a constructor that throws leaves no callback behind
 }
 
 std::vector<NamedCollector> CudaSet::collectors() { return {{"gpu_memory", memory_}, {"cuda_graph", graphs_}}; }

@@ -4,10 +4,10 @@
 namespace vigil::agent {
 
 NcclSet::NcclSet(SetContext& ctx) : grace_(ctx.cfg.grace_period), probe_(ctx.cfg.kernel_btf, ctx.stats) {
-  probe_.add_rings(ctx.rings);
   collector_ = std::make_shared<NcclCollector>(probe_.calls_fd(), probe_.async_errors_fd(), probe_.procs_fd(),
                                                ctx.processes);
   for (const auto& path : ctx.cfg.libraries.nccl) probe_.attach_pinned(path);
+  probe_.add_rings(ctx.rings);  // last: a constructor that throws leaves no callback behind
 }
 
 std::vector<NamedCollector> NcclSet::collectors() { return {{"nccl", collector_}}; }

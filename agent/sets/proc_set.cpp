@@ -19,10 +19,10 @@ ProcSet::ProcSet(SetContext& ctx)
     : processes_(ctx.processes),
       libraries_(ctx.libraries),
       probe_(ctx.cfg.kernel_btf, ctx.stats, [this](uint32_t pid, bool exec) { on_event(pid, exec); }) {
-  probe_.add_rings(ctx.rings);
   // The kernel sends the exits of the processes in the table only.
   processes_.set_on_change([this](uint32_t pid, bool present) { probe_.track(pid, present); });
   libraries_.set_exec_events(true);
+  probe_.add_rings(ctx.rings);  // last: a constructor that throws leaves no callback behind
 }
 
 ProcSet::~ProcSet() {

@@ -4,8 +4,8 @@
 namespace vigil::agent {
 
 XidSet::XidSet(SetContext& ctx) : probe_(ctx.cfg.kernel_btf, ctx.stats) {
-  probe_.add_rings(ctx.rings);
   collector_ = std::make_shared<XidCollector>(probe_.xids_fd());
+  probe_.add_rings(ctx.rings);  // last: a constructor that throws leaves no callback behind
 }
 
 std::vector<NamedCollector> XidSet::collectors() { return {{"xid", collector_}}; }

@@ -19,26 +19,24 @@ constexpr int32_t kWantLogits = 1, kGenerated = 2;
 
 std::span<int32_t> BatchPlanEncoder::encode(std::span<const BatchToken> batch) {
   // Linear search: a batch holds at most max_running sequences.
-  std::vector<const KvSequence*>& seqs = seqs_;
-  std::vector<int32_t>& plan = plan_;
-  seqs.clear();
+  seqs_.clear();
   size_t n_blocks = 0;
   for (const BatchToken& t : batch)
-    if (std::find(seqs.begin(), seqs.end(), t.seq) == seqs.end()) {
-      seqs.push_back(t.seq);
+    if (std::find(seqs_.begin(), seqs_.end(), t.seq) == seqs_.end()) {
+      seqs_.push_back(t.seq);
       n_blocks += t.seq->blocks.size();
     }
-  plan.clear();
-  plan.insert(plan.end(), {static_cast<int32_t>(batch.size()), static_cast<int32_t>(seqs.size()),
-                           static_cast<int32_t>(n_blocks)});
+  plan_.clear();
+  plan_.insert(plan_.end(), {static_cast<int32_t>(batch.size()), static_cast<int32_t>(seqs_.size()),
+                             static_cast<int32_t>(n_blocks)});
   for (const BatchToken& t : batch) {
-    const auto index = static_cast<int32_t>(std::find(seqs.begin(), seqs.end(), t.seq) - seqs.begin());
-    plan.insert(plan.end(),
-                {t.token, t.pos, index, (t.want_logits ? kWantLogits : 0) | (t.generated ? kGenerated : 0)});
+    const auto index = static_cast<int32_t>(std::find(seqs_.begin(), seqs_.end(), t.seq) - seqs_.begin());
+    plan_.insert(plan_.end(),
+                 {t.token, t.pos, index, (t.want_logits ? kWantLogits : 0) | (t.generated ? kGenerated : 0)});
   }
-  for (const KvSequence* s : seqs) plan.push_back(static_cast<int32_t>(s->blocks.size()));
-  for (const KvSequence* s : seqs) plan.insert(plan.end(), s->blocks.begin(), s->blocks.end());
-  return plan;
+  for (const KvSequence* s : seqs_) plan_.push_back(static_cast<int32_t>(s->blocks.size()));
+  for (const KvSequence* s : seqs_) plan_.insert(plan_.end(), s->blocks.begin(), s->blocks.end());
+  return plan_;
 }
 
 void decode_batch_plan(std::span<const int32_t> plan, std::vector<BatchToken>& batch, std::vector<KvSequence>& seqs) {

@@ -53,6 +53,12 @@ struct WeightView {
   const uint8_t* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
+
+  // Of a known type (every loaded weight's type is checked at load).
+  uint64_t row_bytes() const {
+    return ggml_row_bytes(*ggml_type_traits(static_cast<uint32_t>(type)), static_cast<uint64_t>(cols));
+  }
+  uint64_t bytes() const { return static_cast<uint64_t>(rows) * row_bytes(); }
 };
 
 }  // namespace vigil

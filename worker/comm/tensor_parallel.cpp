@@ -93,8 +93,7 @@ void TensorParallel::matmul(const WeightView& w, const float* x, int64_t n_token
   const int64_t ranks = world();
   const int64_t share = (w.rows + ranks - 1) / ranks;
   const int64_t r0 = std::min(w.rows, share * rank()), r1 = std::min(w.rows, r0 + share);
-  const size_t row_bytes =
-      ggml_row_bytes(*ggml_type_traits(static_cast<uint32_t>(w.type)), static_cast<uint64_t>(w.cols));
+  const size_t row_bytes = w.row_bytes();
   const WeightView mine{w.type, w.data + static_cast<size_t>(r0) * row_bytes, r1 - r0, w.cols};
 
   const size_t per_rank = static_cast<size_t>(n_tokens * share);

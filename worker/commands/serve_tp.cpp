@@ -85,7 +85,7 @@ TpGroup::TpGroup(const TpOptions& options, const LlamaModel& model, const Engine
                                {"engine.kv_blocks", e.kv_blocks},
                                {"engine.kv_block_size", e.kv_block_size},
                                {"engine.max_context", e.max_context},
-                               {"engine.max_batch", std::max(e.max_batched_tokens, e.max_running)},
+                               {"engine.max_batch", backend_shape(e).max_batch},
                                {"tp timeout ms", options.timeout.count()}});
   std::fprintf(stderr, "vigil-worker: rank %d of %d joined the tensor-parallel group (gloo, timeout %lld ms)\n",
                options.rank, options.world, static_cast<long long>(options.timeout.count()));
@@ -115,10 +115,8 @@ BackendFactory TpGroup::backend_factory() {
 }
 
 int TpGroup::follow(const LlamaModel& model, const EngineConfig& e) {
-  // The leader's engine shape (Engine::make_backend), checked equal on every rank at the join.
-  const BackendShape shape{std::max(e.max_batched_tokens, e.max_running), e.max_running, e.max_context,
-                           e.kv_blocks, e.kv_block_size, e.threads};
-  CpuBackend backend(model, shape, &tp_);
+  // The leader's engine shape, checked equal on every rank at the join.
+  CpuBackend backend(model, backend_shape(e), &tp_);
   std::vector<int32_t> plan;
   std::vector<BatchToken> batch;
   std::vector<KvSequence> seqs;

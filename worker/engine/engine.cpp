@@ -76,9 +76,13 @@ Engine::Engine(const LlamaModel& model, const Vocab& vocab, const EngineConfig& 
   thread_ = std::thread([this] { loop(); });
 }
 
+BackendShape backend_shape(const EngineConfig& config) {
+  return {std::max(config.max_batched_tokens, config.max_running), config.max_running, config.max_context,
+          config.kv_blocks, config.kv_block_size, config.threads};
+}
+
 std::unique_ptr<ForwardBackend> Engine::make_backend(const LlamaModel& model, const EngineConfig& config) {
-  const BackendShape shape{std::max(config.max_batched_tokens, config.max_running), config.max_running,
-                           config.max_context, config.kv_blocks, config.kv_block_size, config.threads};
+  const BackendShape shape = backend_shape(config);
   if (config.make_backend) return config.make_backend(model, shape);
   return std::make_unique<CpuBackend>(model, shape);
 }

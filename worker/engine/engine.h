@@ -43,6 +43,10 @@ struct EngineConfig {
   BackendFactory make_backend;
 };
 
+// The sizes the engine's backend is built for: a step holds up to max_batched_tokens tokens, or
+// one per running sequence, whichever is more.
+BackendShape backend_shape(const EngineConfig& config);
+
 enum class SubmitStatus { kAccepted, kQueueFull, kTooLong, kUnknownAdapter, kDraining, kInvalid };
 
 struct SubmitResult {

@@ -24,6 +24,18 @@ enum class Act {
   kGate,  // [n_ff]
   kUp,    // [n_ff]
 };
+inline constexpr int kActs = 9;
+
+// Columns of an activation: the width of each of its rows.
+inline int act_width(Act a, const LlamaHparams& hp) {
+  switch (a) {
+    case Act::kK:
+    case Act::kV: return hp.kv_dim();
+    case Act::kGate:
+    case Act::kUp: return hp.n_ff;
+    default: return hp.n_embd;
+  }
+}
 
 enum class SublayerNorm { kAttn, kFfn };
 

@@ -37,11 +37,6 @@ const float* norm(const GgufFile& f, const std::string& name, int n) {
   return reinterpret_cast<const float*>(t.data);
 }
 
-uint64_t bytes_of(const WeightView& w) {
-  return static_cast<uint64_t>(w.rows) *
-         ggml_row_bytes(*ggml_type_traits(static_cast<uint32_t>(w.type)), static_cast<uint64_t>(w.cols));
-}
-
 }  // namespace
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
@@ -57,7 +52,7 @@ std::unique_ptr<LlamaModel> LlamaModel::from_gguf(GgufFile file) {
   m->output_ = f.find_tensor("output.weight") ? matrix(f, "output.weight", hp.n_embd, hp.n_vocab)
                                               : m->token_embd_;
   m->output_norm_ = norm(f, "output_norm.weight", hp.n_embd);
-  m->weight_bytes_ = bytes_of(m->output_);
+  m->weight_bytes_ = m->output_.bytes();
   for (int i = 0; i < hp.n_layer; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     LlamaLayer l;
@@ -71,7 +66,7 @@ std::unique_ptr<LlamaModel> LlamaModel::from_gguf(GgufFile file) {
     l.ffn_up = matrix(f, p + "ffn_up.weight", hp.n_embd, hp.n_ff);
     l.ffn_down = matrix(f, p + "ffn_down.weight", hp.n_ff, hp.n_embd);
     for (const WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
-      m->weight_bytes_ += bytes_of(*w);
+      m->weight_bytes_ += w->bytes();
     m->layers_.push_back(l);
   }
   return m;

@@ -8,14 +8,13 @@ CpuBackend::CpuBackend(const LlamaModel& model, const BackendShape& shape, Tenso
     : alloc_(std::make_unique<HostSegmentSource>()),
       cache_(model.hparams(), shape.kv_blocks, shape.kv_block_size, alloc_),
       pool_(shape.threads),
-      forward_(model, cache_, pool_, shape.max_batch, shape.max_positions),
-      tensor_parallel_(tp != nullptr) {
+      forward_(model, cache_, pool_, shape.max_batch, shape.max_positions) {
   forward_.set_tensor_parallel(tp);
 }
 
 std::string CpuBackend::describe() const {
   std::string d = "cpu " + std::string(cpu_kernel_path()) + ", " + std::to_string(pool_.size()) + " threads";
-  return tensor_parallel_ ? d + ", tensor parallel" : d;
+  return forward_.tensor_parallel() ? d + ", tensor parallel" : d;
 }
 
 }  // namespace vigil

@@ -19,7 +19,7 @@ class CpuBackend final : public ForwardBackend {
 
   void forward(std::span<const BatchToken> batch) override { forward_.forward(batch); }
   std::span<const float> logits(int i) const override { return forward_.logits(i); }
-  bool supports_lora() const override { return !tensor_parallel_; }
+  bool supports_lora() const override { return !forward_.tensor_parallel(); }
   std::string describe() const override;
   AllocatorStats allocator_stats() const override { return alloc_.stats(); }
 
@@ -28,7 +28,6 @@ class CpuBackend final : public ForwardBackend {
   KvCache cache_;
   ThreadPool pool_;
   CpuForward forward_;
-  bool tensor_parallel_;
 };
 
 }  // namespace vigil

@@ -42,17 +42,6 @@ void swiglu_rows(float* gate, const float* up, int n_rows, int n) {
     swiglu_row(gate + static_cast<size_t>(r) * n, up + static_cast<size_t>(r) * n, n);
 }
 
-// Columns of an activation: how far apart its rows are.
-int width_of(Act a, const LlamaHparams& hp) {
-  switch (a) {
-    case Act::kK:
-    case Act::kV: return hp.kv_dim();
-    case Act::kGate:
-    case Act::kUp: return hp.n_ff;
-    default: return hp.n_embd;
-  }
-}
-
 }  // namespace
 
 CpuForward::CpuForward(const LlamaModel& model, KvCache& cache, ThreadPool& pool, int max_batch, int max_positions)
@@ -66,15 +55,8 @@ CpuForward::CpuForward(const LlamaModel& model, KvCache& cache, ThreadPool& pool
   if (max_batch <= 0 || max_positions <= 0)
     throw std::invalid_argument("context needs max_batch and max_positions > 0");
   const size_t b = static_cast<size_t>(max_batch);
-  x_.resize(b * hp_.n_embd);
-  xb_.resize(b * hp_.n_embd);
-  q_.resize(b * hp_.n_embd);
-  k_.resize(b * hp_.kv_dim());
-  v_.resize(b * hp_.kv_dim());
-  att_.resize(b * hp_.n_embd);
-  proj_.resize(b * hp_.n_embd);
-  gate_.resize(b * hp_.n_ff);
-  up_.resize(b * hp_.n_ff);
+  for (int a = 0; a < kActs; ++a)
+    acts_[static_cast<size_t>(a)].resize(b * static_cast<size_t>(act_width(static_cast<Act>(a), hp_)));
   out_in_.resize(b * hp_.n_embd);
   logits_.resize(b * hp_.n_vocab);
   scores_.resize(static_cast<size_t>(pool.size()) * static_cast<size_t>((max_positions + 15) / 16 * 16));
@@ -115,25 +97,9 @@ void CpuForward::forward(std::span<const BatchToken> batch) {
   llama_forward(hp_, *this);
 }
 
-float* CpuForward::act(Act a) {
-  switch (a) {
-    case Act::kX: return x_.data();
-    case Act::kXb: return xb_.data();
-    case Act::kQ: return q_.data();
-    case Act::kK: return k_.data();
-    case Act::kV: return v_.data();
-    case Act::kAtt: return att_.data();
-    case Act::kProj: return proj_.data();
-    case Act::kGate: return gate_.data();
-    case Act::kUp: return up_.data();
-  }
-  throw std::logic_error("unknown activation");
-}
-
 void CpuForward::embed(Act out) {
   const WeightView& e = model_.token_embd();
-  const size_t row_bytes =
-      ggml_row_bytes(*ggml_type_traits(static_cast<uint32_t>(e.type)), static_cast<uint64_t>(e.cols));
+  const size_t row_bytes = e.row_bytes();
   float* x = act(out);
   for (size_t i = 0; i < batch_.size(); ++i)
     dequantize_row(e.type, e.data + static_cast<size_t>(batch_[i].token) * row_bytes, hp_.n_embd,
@@ -189,7 +155,7 @@ void CpuForward::store_kv(int layer, Act k_act, Act v_act) {
 }
 
 void CpuForward::add(Act acc, Act x) {
-  add_into(act(acc), act(x), batch_.size() * static_cast<size_t>(width_of(acc, hp_)));
+  add_into(act(acc), act(x), batch_.size() * static_cast<size_t>(act_width(acc, hp_)));
 }
 
 void CpuForward::swiglu(Act gate, Act up) {

@@ -2,6 +2,7 @@
 // tokens from any number of sequences, over a host KV cache and thread pool it is given.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -35,6 +36,7 @@ class CpuForward {
   // Splits every matrix product over the tensor-parallel group (comm/tensor_parallel.h); the
   // leader also sends each batch's plan to the followers first. nullptr: one rank.
   void set_tensor_parallel(TensorParallel* tp) { tp_ = tp; }
+  bool tensor_parallel() const { return tp_ != nullptr; }
 
   const LlamaModel& model() const { return model_; }
   const KvCache& cache() const { return cache_; }
@@ -45,7 +47,7 @@ class CpuForward {
   // The ops llama_forward runs (model/llama_graph.h), on batch_.
   template <typename Ops>
   friend void llama_forward(const LlamaHparams& hp, Ops& ops);
-  float* act(Act a);
+  float* act(Act a) { return acts_[static_cast<size_t>(a)].data(); }
   void embed(Act out);
   void rms_norm(int layer, SublayerNorm norm, Act in, Act out);
   // y = x·Wᵀ for the batch, plus the LoRA delta of every token whose adapter adapts this matrix.
@@ -74,15 +76,7 @@ class CpuForward {
   TensorParallel* tp_ = nullptr;
   BatchPlanEncoder plan_;  // the leader's plans for the followers
 
-  std::vector<float> x_;       // [max_batch, n_embd] residual stream
-  std::vector<float> xb_;      // [max_batch, n_embd] normalized input of a sublayer
-  std::vector<float> q_;       // [max_batch, n_embd]
-  std::vector<float> k_;       // [max_batch, kv_dim]
-  std::vector<float> v_;       // [max_batch, kv_dim]
-  std::vector<float> att_;     // [max_batch, n_embd] attention output before Wo
-  std::vector<float> proj_;    // [max_batch, n_embd] output of Wo or ffn_down
-  std::vector<float> gate_;    // [max_batch, n_ff]
-  std::vector<float> up_;      // [max_batch, n_ff]
+  std::array<std::vector<float>, kActs> acts_;  // by Act: [max_batch, act_width]
   std::vector<float> scores_;  // [threads, max_positions rounded up to 16] attention weights
   std::vector<float> lanes_;   // [threads, 4, 16, head_dim] lane partials of the weighted V sum
   RopeTable rope_;

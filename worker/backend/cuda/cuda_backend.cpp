@@ -30,11 +30,6 @@ DeviceType device_type(GgmlType t, const char* what) {
   }
 }
 
-size_t weight_bytes(const WeightView& w) {
-  return static_cast<size_t>(w.rows) *
-         ggml_row_bytes(*ggml_type_traits(static_cast<uint32_t>(w.type)), static_cast<uint64_t>(w.cols));
-}
-
 }  // namespace
 
 template <typename T>
@@ -55,7 +50,7 @@ DeviceWeight CudaBackend::upload_weight(const WeightView& w, const char* what) {
   d.type = device_type(w.type, what);
   d.rows = static_cast<int>(w.rows);
   d.cols = static_cast<int>(w.cols);
-  const size_t bytes = weight_bytes(w);
+  const size_t bytes = w.bytes();
   uint8_t* quant = device_array<uint8_t>(bytes);
   VIGIL_CUDA_CHECK(cudaMemcpy(quant, w.data, bytes, cudaMemcpyHostToDevice));
   __half* f16 = device_array<__half>(static_cast<size_t>(w.rows) * static_cast<size_t>(w.cols));
@@ -136,16 +131,9 @@ void CudaBackend::init() {
 
   // Activations, sized once for max_batch rows: nothing is allocated per step.
   const size_t b = static_cast<size_t>(opt_.max_batch), ff = static_cast<size_t>(hp_.n_ff);
-  const size_t kv = static_cast<size_t>(hp_.kv_dim()), vocab = static_cast<size_t>(hp_.n_vocab);
-  x_ = device_array<float>(b * d);
-  xb_ = device_array<float>(b * d);
-  q_ = device_array<float>(b * d);
-  k_ = device_array<float>(b * kv);
-  v_ = device_array<float>(b * kv);
-  att_ = device_array<float>(b * d);
-  proj_ = device_array<float>(b * d);
-  gate_ = device_array<float>(b * ff);
-  up_ = device_array<float>(b * ff);
+  const size_t vocab = static_cast<size_t>(hp_.n_vocab);
+  for (int a = 0; a < kActs; ++a)
+    acts_[static_cast<size_t>(a)] = device_array<float>(b * static_cast<size_t>(act_width(static_cast<Act>(a), hp_)));
   out_in_ = device_array<float>(b * d);
   logits_ = device_array<float>(b * vocab);
   x16_ = device_array<__half>(b * std::max(d, ff));
@@ -210,21 +198,6 @@ void CudaBackend::enqueue(int rows, int n_out) {
 // The staged index arrays, each max_batch long except the block table (stage_inputs).
 enum StagedArray { kTokens = 0, kPos = 1, kKvSlot = 2, kLogitRows = 3, kBlockTable = 4 };
 
-float* CudaBackend::act(Act a) const {
-  switch (a) {
-    case Act::kX: return x_;
-    case Act::kXb: return xb_;
-    case Act::kQ: return q_;
-    case Act::kK: return k_;
-    case Act::kV: return v_;
-    case Act::kAtt: return att_;
-    case Act::kProj: return proj_;
-    case Act::kGate: return gate_;
-    case Act::kUp: return up_;
-  }
-  throw std::logic_error("unknown activation");
-}
-
 void CudaBackend::embed(Act out) {
   embed_rows(embd_, embd_type_, staged(kTokens), rows_, hp_.n_embd, act(out), stream_);
 }
@@ -255,9 +228,8 @@ void CudaBackend::attention(int layer, Act q, Act out) {
                   stream_);
 }
 
-// Both sides of every residual add are [rows, n_embd].
 void CudaBackend::add(Act acc, Act x) {
-  add_into(act(acc), act(x), static_cast<int64_t>(rows_) * hp_.n_embd, stream_);
+  add_into(act(acc), act(x), static_cast<int64_t>(rows_) * act_width(acc, hp_), stream_);
 }
 
 void CudaBackend::swiglu(Act gate, Act up) {

@@ -76,7 +76,7 @@ class CudaBackend final : public ForwardBackend, private GraphRunner {
   // The ops llama_forward runs (model/llama_graph.h): kernel launches for rows_ rows.
   template <typename Ops>
   friend void ::vigil::llama_forward(const LlamaHparams& hp, Ops& ops);
-  float* act(Act a) const;
+  float* act(Act a) const { return acts_[static_cast<size_t>(a)]; }
   void embed(Act out);
   void rms_norm(int layer, SublayerNorm norm, Act in, Act out);
   void project(int layer, LayerMatrix m, Act in, Act out);
@@ -113,7 +113,8 @@ class CudaBackend final : public ForwardBackend, private GraphRunner {
   const float* rope_sin_ = nullptr;
   std::vector<__half*> kv_;  // [layer] -> [n_blocks + 1][k|v][block_size][kv_dim]; last: pad block
 
-  float *x_, *xb_, *q_, *k_, *v_, *att_, *proj_, *gate_, *up_, *out_in_, *logits_;  // [max_batch, ...]
+  std::array<float*, kActs> acts_{};  // by Act: [max_batch, act_width]
+  float *out_in_, *logits_;            // [max_batch, n_embd], [max_batch, n_vocab]
   __half* x16_;      // [max_batch, max(n_embd, n_ff)] f16 inputs of cuBLAS products
   int32_t* argmax_;  // [max_batch]
   int32_t* index_;   // device copy of the staged arrays: tokens, pos, kv_slot, logit_rows, table

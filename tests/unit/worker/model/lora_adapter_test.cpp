@@ -81,7 +81,7 @@ std::vector<double> merged_reference(const WeightView& w, const LoraPair& p, con
   const int64_t n_in = w.cols, n_out = w.rows, rank = p.a.rows;
   auto dequant = [](const WeightView& v) {
     std::vector<float> out(static_cast<size_t>(v.rows * v.cols));
-    const size_t row_bytes = ggml_row_bytes(*ggml_type_traits(static_cast<uint32_t>(v.type)), static_cast<uint64_t>(v.cols));
+    const size_t row_bytes = v.row_bytes();
     for (int64_t r = 0; r < v.rows; ++r)
       dequantize_row(v.type, v.data + static_cast<size_t>(r) * row_bytes, v.cols, &out[static_cast<size_t>(r * v.cols)]);
     return out;

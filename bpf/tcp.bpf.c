@@ -258,15 +258,26 @@ int retransmit_tp(struct trace_event_raw_tcp_retransmit_skb *ctx)
 	return on_retransmit(BPF_CORE_READ(ctx, skaddr), BPF_CORE_READ(ctx, skbaddr));
 }
 
+/* skaddr is the listener, which has no peer: the peer is the request's, which the event carries
+ * (include/trace/events/tcp.h: daddr and daddr_v6 from the inet_request_sock's ir_rmt_addr and
+ * ir_v6_rmt_addr, family from the listener). */
 SEC("tracepoint/tcp/tcp_retransmit_synack")
 int retransmit_synack(struct trace_event_raw_tcp_retransmit_synack *ctx)
 {
-	const struct sock *sk = BPF_CORE_READ(ctx, skaddr);
-	struct tcp_owner *owner;
+	static const struct tcp_peer_val zero;
+	__u64 key = (__u64)BPF_CORE_READ(ctx, skaddr);
+	struct tcp_owner *owner = bpf_map_lookup_elem(&owners, &key);
+	struct tcp_peer_key k = {};
 	struct tcp_peer_val *v;
 
 	stat_inc(VIGIL_STAT_EVENTS);
-	v = peer_of(sk, &owner);
+	k.tgid = owner ? owner->tgid : 0;
+	k.family = BPF_CORE_READ(ctx, family);
+	if (k.family == AF_INET6)
+		bpf_core_read(k.daddr, 16, &ctx->daddr_v6);
+	else
+		bpf_core_read(k.daddr, 4, &ctx->daddr);
+	v = lookup_or_init(&peers, &k, &zero);
 	if (v) {
 		__sync_fetch_and_add(&v->retrans_segs, 1);
 		__sync_fetch_and_add(&v->synack_retrans, 1);

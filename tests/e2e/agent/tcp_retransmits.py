@@ -2,7 +2,9 @@
 """TCP truth test: two network namespaces on a veth pair, random loss injected with nftables on a
 bulk transfer. The agent's retransmits for the sending pid must equal the kernel's RetransSegs
 (/proc/net/snmp read inside the sending namespace), on the right peer, for a connecting sender
-and for an accepted (server-side) sender; RTO and backoff must rise while the link is blackholed.
+and for an accepted (server-side) sender; a listener's SYN-ACK retransmits must equal the kernel's
+TCPSynRetrans and name the connecting peer (not the listener's own 0.0.0.0); RTO and backoff must
+rise while the link is blackholed.
 usage: tcp_retransmits.py VIGIL_AGENT TCP_BULK"""
 import os
 import subprocess
@@ -21,6 +23,13 @@ def retrans_segs(ns):
     text = sh('ip', 'netns', 'exec', ns, 'cat', '/proc/net/snmp').stdout
     tcp = [l.split() for l in text.splitlines() if l.startswith('Tcp:')]
     return int(tcp[1][tcp[0].index('RetransSegs')])
+
+
+def tcp_ext(ns, field):
+    """A TcpExt: counter of /proc/net/netstat as seen inside namespace NS."""
+    text = sh('ip', 'netns', 'exec', ns, 'cat', '/proc/net/netstat').stdout
+    ext = [l.split() for l in text.splitlines() if l.startswith('TcpExt:')]
+    return int(ext[1][ext[0].index(field)])
 
 
 class Namespaces:
@@ -50,6 +59,14 @@ class Namespaces:
                         'add rule inet vigil in meta l4proto tcp %s counter drop'
                         % ('' if percent >= 100 else 'numgen random mod 100 lt %d' % percent)):
                 sh('ip', 'netns', 'exec', ns, 'nft', cmd)
+
+    def drop_synacks(self, ns):
+        """Drops every SYN-ACK arriving in namespace NS, until the next nft() call."""
+        sh('ip', 'netns', 'exec', ns, 'nft', 'flush', 'ruleset')
+        for cmd in ('add table inet vigil',
+                    'add chain inet vigil in { type filter hook input priority 0; }',
+                    'add rule inet vigil in tcp flags & (syn | ack) == syn | ack counter drop'):
+            sh('ip', 'netns', 'exec', ns, 'nft', cmd)
 
     def __exit__(self, *exc):
         for ns in (self.a, self.b):
@@ -109,6 +126,35 @@ def check_transfer(agent, nets, bulk, sender_listens):
         fail("comm %s, expected tcp_bulk" % comm)
 
 
+def check_synack(agent, nets, bulk):
+    """The listener in A retransmits its SYN-ACKs while B drops them; then the handshake completes."""
+    before = tcp_ext(nets.a, 'TCPSynRetrans')
+    nets.drop_synacks(nets.b)
+    server = subprocess.Popen(['ip', 'netns', 'exec', nets.a, bulk, 'listen', '5203', '0'],
+                              stdout=subprocess.PIPE, text=True)
+    server.stdout.readline()
+    client = subprocess.Popen(['ip', 'netns', 'exec', nets.b, bulk, 'connect', A_ADDR, '5203', '0'],
+                              stdout=subprocess.PIPE, text=True)
+    time.sleep(2.5)  # the first SYN-ACK retransmit comes after 1 s, the next after 3 s
+    nets.nft(nets.b, 0)
+    out_s, _ = server.communicate(timeout=60)
+    out_c, _ = client.communicate(timeout=60)
+    if server.returncode or client.returncode:
+        fail("handshake never completed: %r %r" % (out_s, out_c))
+    kernel = tcp_ext(nets.a, 'TCPSynRetrans') - before
+    rows = select(agent.scrape(), 'tcp_synack_retransmits_total', pid=server.pid)
+    ours = sum(v for _, v in rows)
+    peers = {l['peer'] for l, v in rows if v > 0}
+    print("listener pid %d: kernel TCPSynRetrans %d, agent tcp_synack_retransmits_total %d, peers %s"
+          % (server.pid, kernel, ours, sorted(peers)))
+    if kernel < 1:
+        fail("no SYN-ACK was retransmitted: the drop rule did not work")
+    if ours != kernel:
+        fail("agent counted %d SYN-ACK retransmits for pid %d, kernel counted %d" % (ours, server.pid, kernel))
+    if peers != {B_ADDR}:
+        fail("SYN-ACK retransmits attributed to peers %s, expected %s" % (peers, B_ADDR))
+
+
 def check_blackhole(agent, nets, bulk):
     server = subprocess.Popen(['ip', 'netns', 'exec', nets.b, bulk, 'listen', '5202', '0'],
                               stdout=subprocess.PIPE, text=True)
@@ -143,6 +189,7 @@ def main():
     with Namespaces() as nets, Agent(agent_bin, 'probes: {cuda: false, nccl: false}\n') as agent:
         check_transfer(agent, nets, bulk, sender_listens=False)
         check_transfer(agent, nets, bulk, sender_listens=True)
+        check_synack(agent, nets, bulk)
         check_blackhole(agent, nets, bulk)
         promtool_check(agent)
     print("ok")

@@ -282,8 +282,12 @@ def test_queue_full():
         long = {"prompt": "Tell me a long story.", "max_tokens": 400, "ignore_eos": True, "stream": True}
         first, _ = open_stream(srv.port, long)
         first.recv(4096)
+        # The stream's head can come before the engine admits the request: until it runs, it holds
+        # the one waiting place, and the second would be refused.
+        wait_for("the first request to run", lambda: metric(srv.port, "vigil_worker_requests_running") == 1
+                 and metric(srv.port, "vigil_worker_requests_waiting") == 0)
         second, head = open_stream(srv.port, long)
-        check(head.startswith(b"HTTP/1.1 200"), "second request queued")
+        check(head.startswith(b"HTTP/1.1 200"), f"second request queued (got {head[:40]!r})")
         status, hd, raw = call(srv.port, "POST", "/v1/completions", {"prompt": "x"})
         check(status == 429 and hd.get("retry-after") == "1" and json.loads(raw)["error"]["code"] == "queue_full",
               f"queue full -> 429 with Retry-After (got {status} {raw[:120]!r})")

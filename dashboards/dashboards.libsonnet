@@ -107,8 +107,8 @@ local proc = '{{node}} {{comm}}/{{pid}}';
          [t('sum by (pod) (vigil_worker_lora_adapters_loaded{%s})' % W, '{{pod}}')]),
       ts('Prefix cache hit ratio', 'Prompt prefixes found in the KV cache over lookups.',
          [t('sum by (pod) (rate(vigil_worker_prefix_cache_hits_total{%s}[$__rate_interval])) / sum by (pod) (rate(vigil_worker_prefix_cache_queries_total{%s}[$__rate_interval]))' % [W, W], '{{pod}}')], 'percentunit'),
-      ts('Model, backend and kernel path', 'vigil_worker_info: the served model, version, forward backend (cpu, cuda) and active CPU kernel path.',
-         [t('sum by (pod, model, version, backend, kernel_path) (vigil_worker_info{%s})' % W, '{{pod}} {{model}} {{backend}} {{kernel_path}} {{version}}')]),
+      ts('Model, backend, kernel path and CPU', 'vigil_worker_info: the served model, version, forward backend (cpu, cuda), active CPU kernel path and the host CPU model (speeds differ between CPU models with the same kernel path).',
+         [t('sum by (pod, model, version, backend, kernel_path, cpu_model) (vigil_worker_info{%s})' % W, '{{pod}} {{model}} {{backend}} {{kernel_path}} {{cpu_model}} {{version}}')]),
     ]),
 
     'vigil-agent.json': g.dashboard('vigil-agent', 'Vigil / Agent health',

@@ -5,6 +5,12 @@
 set -euo pipefail
 
 VERSION=0.3.36
+# The peer's CPU build, pinned so that a figure means the same on every machine: no -march=native
+# (a native build on a VM that advertises AMX but does not grant it dies with "Illegal
+# instruction"), AVX2 and AVX-512 with VNNI and BF16 on, AMX off.
+GGML_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+-DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
+-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
 UNICODEDATA2=15.1.0  # llama.cpp's unicode-data.cpp is Unicode 15.1 (scripts/gen_unicode_tables.py)
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/.venv-ref"
@@ -13,13 +19,19 @@ if [[ ! -x "$venv/bin/python" ]]; then
   python3 -m venv "$venv"
 fi
 
-if "$venv/bin/python" -c "import sys, llama_cpp, llama_cpp.server, unicodedata2
+flags_file="$venv/ggml-flags"
+if [[ "$(cat "$flags_file" 2>/dev/null)" == "$GGML_FLAGS" ]] &&
+   "$venv/bin/python" -c "import sys, llama_cpp, llama_cpp.server, unicodedata2
 sys.exit(llama_cpp.__version__ != '$VERSION' or unicodedata2.unidata_version != '$UNICODEDATA2')" 2>/dev/null; then
-  echo "setup_reference: llama-cpp-python $VERSION and unicodedata2 $UNICODEDATA2 already in $venv"
+  echo "setup_reference: llama-cpp-python $VERSION ($GGML_FLAGS) and unicodedata2 $UNICODEDATA2 already in $venv"
   exit 0
 fi
 
 # --no-binary: the reference must be llama.cpp compiled here, not a wheel built elsewhere.
 # [server]: its OpenAI-compatible server is the peer of bench/load.py's serving comparison.
-"$venv/bin/pip" install --no-binary llama-cpp-python "llama-cpp-python[server]==$VERSION" "unicodedata2==$UNICODEDATA2"
-"$venv/bin/python" -c "import llama_cpp; print('setup_reference: llama-cpp-python', llama_cpp.__version__)"
+# --no-cache-dir: pip's cache may hold a wheel built on another CPU with other flags.
+CMAKE_ARGS="$GGML_FLAGS" "$venv/bin/pip" install --no-cache-dir --force-reinstall --no-binary llama-cpp-python \
+  "llama-cpp-python[server]==$VERSION" "unicodedata2==$UNICODEDATA2"
+echo "$GGML_FLAGS" >"$flags_file"
+"$venv/bin/python" -c "import llama_cpp; print('setup_reference: llama-cpp-python', llama_cpp.__version__,
+      llama_cpp.llama_print_system_info().decode())"

@@ -14,6 +14,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/kv_blocks.h"
+#include "kernels/cpu/cpu_info.h"
 #include "kernels/cpu/matmul.h"
 
 namespace vigil {
@@ -153,10 +154,10 @@ int bench_command(int argc, char** argv) {
   ThreadPool pool(o.threads);
   const double gbs = read_bandwidth_gbs(pool);
   std::printf(
-      "{\"engine\": \"vigil\", \"kernels\": \"%s\", \"threads\": %d, \"pp_tokens\": %d, \"pp_tps\": %.2f, "
+      "{\"engine\": \"vigil\", \"cpu\": \"%s\", \"kernels\": \"%s\", \"threads\": %d, \"pp_tokens\": %d, \"pp_tps\": %.2f, "
       "\"tg_tokens\": %d, \"tg_tps\": %.2f, \"batch_seqs\": %d, \"batch_tg_tps\": %.2f, \"weight_bytes\": %llu, "
       "\"read_gbs\": %.2f, \"tg_bound_tps\": %.2f}\n",
-      std::string(cpu_kernel_path()).c_str(), o.threads, o.prompt, median(pp), o.gen, median(tg), o.seqs,
+      cpu_model_name().c_str(), std::string(cpu_kernel_path()).c_str(), o.threads, o.prompt, median(pp), o.gen, median(tg), o.seqs,
       median(tgb), static_cast<unsigned long long>(model->weight_bytes()), gbs,
       gbs * 1e9 / static_cast<double>(model->weight_bytes()));
   return 0;

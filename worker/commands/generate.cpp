@@ -12,6 +12,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "engine/generator.h"
+#include "kernels/cpu/cpu_info.h"
 #include "kernels/cpu/matmul.h"
 #include "model/chat_template.h"
 #include "model/llama_model.h"
@@ -144,8 +145,8 @@ int generate_command(int argc, char** argv) {
   CpuBackend backend(*model, shape);
   KvBlockAllocator blocks(n_blocks);
   Generator generator(backend, shape, *model, blocks, vocab);
-  std::fprintf(stderr, "vigil-worker: kernels %s, %d threads, %zu prompt tokens, ctx %d\n",
-               std::string(cpu_kernel_path()).c_str(), o.threads, prompt.size(), n_ctx);
+  std::fprintf(stderr, "vigil-worker: kernels %s on %s, %d threads, %zu prompt tokens, ctx %d\n",
+               std::string(cpu_kernel_path()).c_str(), cpu_model_name().c_str(), o.threads, prompt.size(), n_ctx);
 
   GenerateResult r;
   try {

@@ -13,6 +13,7 @@
 
 #include "backend/select/backend_select.h"
 #include "commands/serve_tp.h"
+#include "kernels/cpu/cpu_info.h"
 #include "kernels/cpu/matmul.h"
 #include "model/llama_model.h"
 #include "model/vocab.h"
@@ -145,7 +146,7 @@ int serve_command(int argc, char** argv) {
     tp = std::make_unique<TpGroup>(o.tp, *model, config.engine);
     if (!tp->leader()) return tp->follow(*model, config.engine);
   }
-  WorkerMetrics metrics(name, VIGIL_VERSION, kernels, backend_kind_name(config.backend.kind));
+  WorkerMetrics metrics(name, VIGIL_VERSION, kernels, backend_kind_name(config.backend.kind), cpu_model_name());
   config.engine.make_backend = make_backend_factory(config.backend);
   if (tp) {
     tp->serve(metrics.registry());

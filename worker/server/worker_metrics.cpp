@@ -39,7 +39,7 @@ void advance(prometheus::Counter& counter, uint64_t& seen, uint64_t now) {
 }  // namespace
 
 WorkerMetrics::WorkerMetrics(const std::string& model, std::string_view version, std::string_view kernel_path,
-                             std::string_view backend)
+                             std::string_view backend, std::string_view cpu_model)
     : running_(BuildGauge().Name("vigil_worker_requests_running").Help("Requests in the running batch.")
                    .Register(*registry_).Add({})),
       waiting_(BuildGauge().Name("vigil_worker_requests_waiting").Help("Requests queued for admission.")
@@ -98,10 +98,10 @@ WorkerMetrics::WorkerMetrics(const std::string& model, std::string_view version,
                        .Help("Requests answered with an error before they ran, by reason.").Register(*registry_);
   for (int i = 0; i < kRejectionCount; ++i) rejected_[static_cast<size_t>(i)] = &rejected.Add({{"reason", rejection_name(i)}});
   BuildGauge().Name("vigil_worker_info")
-      .Help("The served model, the build, the forward backend and the active CPU kernel path.")
+      .Help("The served model, the build, the forward backend, the active CPU kernel path and the CPU model.")
       .Register(*registry_)
       .Add({{"model", model}, {"version", std::string(version)}, {"kernel_path", std::string(kernel_path)},
-            {"backend", std::string(backend)}})
+            {"backend", std::string(backend)}, {"cpu_model", std::string(cpu_model)}})
       .Set(1);
   lora_loaded_ = &BuildGauge().Name("vigil_worker_lora_adapters_loaded").Help("LoRA adapters loaded now.")
                       .Register(*registry_).Add({});

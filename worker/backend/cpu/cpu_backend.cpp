@@ -1,5 +1,6 @@
 #include "backend/cpu/cpu_backend.h"
 
+#include "kernels/cpu/cpu_info.h"
 #include "kernels/cpu/matmul.h"
 
 namespace vigil {
@@ -13,7 +14,8 @@ CpuBackend::CpuBackend(const LlamaModel& model, const BackendShape& shape, Tenso
 }
 
 std::string CpuBackend::describe() const {
-  std::string d = "cpu " + std::string(cpu_kernel_path()) + ", " + std::to_string(pool_.size()) + " threads";
+  std::string d = "cpu " + std::string(cpu_kernel_path()) + " on " + cpu_model_name() + ", " +
+                  std::to_string(pool_.size()) + " threads";
   return forward_.tensor_parallel() ? d + ", tensor parallel" : d;
 }
 

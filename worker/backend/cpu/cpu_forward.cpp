@@ -241,12 +241,13 @@ void CpuForward::attention(int layer, Act q_act, Act out_act) {
     // (its masked tail contributes exact zeros, as ours does).
     const int n_pos = t.pos + 1;
     const int n_padded = (n_pos + 15) / 16 * 16;
-    float max_score = -INFINITY;
-    for (int p = 0; p < n_pos; ++p) {
-      const uint16_t* k = cache_.k(layer, t.seq->blocks[p / bs], p % bs) + kv_off;
-      scores[p] = (t.generated ? dot_f32_f16_4acc(q16, k, hd) : dot_f32_f16(q16, k, hd)) * scale;
-      max_score = std::max(max_score, scores[p]);
+    const auto score_rows = t.generated ? dot_rows_f16_4acc : dot_rows_f16;
+    for (int p = 0; p < n_pos; p += bs) {
+      const uint16_t* k = cache_.k(layer, t.seq->blocks[p / bs], 0) + kv_off;
+      score_rows(q16, k, static_cast<size_t>(cache_.kv_dim()), std::min(bs, n_pos - p), hd, scale, scores + p);
     }
+    float max_score = -INFINITY;
+    for (int p = 0; p < n_pos; ++p) max_score = std::max(max_score, scores[p]);
     for (int p = n_pos; p < n_padded; ++p) scores[p] = -INFINITY;
     const float inv = static_cast<float>(1.0 / exp_and_sum(scores, n_padded, max_score));
 

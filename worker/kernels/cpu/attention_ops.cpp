@@ -42,14 +42,6 @@ float dot_scalar(const float* a, const uint16_t* b, int n) {
 
 // ggml's vector dot: four 16-lane accumulators over 64-element steps, combined (0+2) + (1+3),
 // then reduced; a tail past the last whole step is added in double.
-float finish_4acc(float acc[4][16], const float* a, const uint16_t* b, int whole, int n) {
-  float combined[16];
-  for (int l = 0; l < 16; ++l) combined[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
-  double sum = static_cast<double>(reduce16(combined));
-  for (int i = whole; i < n; ++i) sum += static_cast<double>(a[i] * fp16_to_fp32(b[i]));
-  return static_cast<float>(sum);
-}
-
 float dot4_scalar(const float* a, const uint16_t* b, int n) {
   float acc[4][16] = {};
   const int whole = n / 64 * 64;
@@ -57,7 +49,39 @@ float dot4_scalar(const float* a, const uint16_t* b, int n) {
     for (int j = 0; j < 4; ++j)
       for (int l = 0; l < 16; ++l)
         acc[j][l] = std::fma(fp16_to_fp32(b[i + j * 16 + l]), a[i + j * 16 + l], acc[j][l]);
-  return finish_4acc(acc, a, b, whole, n);
+  float combined[16];
+  for (int l = 0; l < 16; ++l) combined[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+  double sum = static_cast<double>(reduce16(combined));
+  for (int i = whole; i < n; ++i) sum += static_cast<double>(a[i] * fp16_to_fp32(b[i]));
+  return static_cast<float>(sum);
+}
+
+void dot_rows_scalar(const float* a, const uint16_t* k, size_t stride, int rows, int n, float scale, float* out) {
+  for (int j = 0; j < rows; ++j, k += stride) out[j] = dot_scalar(a, k, n) * scale;
+}
+void dot4_rows_scalar(const float* a, const uint16_t* k, size_t stride, int rows, int n, float scale, float* out) {
+  for (int j = 0; j < rows; ++j, k += stride) out[j] = dot4_scalar(a, k, n) * scale;
+}
+
+// Outputs [from, n) of reduce_lane_groups / reduce_lanes.
+void reduce_lane_groups_scalar(const float* lanes, int n, float* out, int from = 0) {
+  const size_t group = 16 * static_cast<size_t>(n);
+  float column[16];
+  for (int d = from; d < n; ++d) {
+    for (int l = 0; l < 16; ++l) {
+      const size_t at = static_cast<size_t>(l) * static_cast<size_t>(n) + static_cast<size_t>(d);
+      column[l] = (lanes[at] + lanes[2 * group + at]) + (lanes[group + at] + lanes[3 * group + at]);
+    }
+    out[d] = reduce16(column);
+  }
+}
+
+void reduce_lanes_scalar(const float* lanes, int n, float* out, int from = 0) {
+  float column[16];
+  for (int d = from; d < n; ++d) {
+    for (int l = 0; l < 16; ++l) column[l] = lanes[static_cast<size_t>(l) * static_cast<size_t>(n) + static_cast<size_t>(d)];
+    out[d] = reduce16(column);
+  }
 }
 
 void axpy_scalar(float w, const uint16_t* v, float* out, int n) {
@@ -130,20 +154,6 @@ __attribute__((target("fma"))) void rope_fma(float* head, int head_dim, const fl
   }
 }
 
-__attribute__((target("avx2,fma,f16c"))) float dot_avx2(const float* a, const uint16_t* b, int n) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  for (int i = 0; i < n; i += 16) {
-    __m256 b0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
-    __m256 b1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i + 8)));
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), b0, acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), b1, acc1);
-  }
-  alignas(32) float lanes[16];
-  _mm256_store_ps(lanes, acc0);
-  _mm256_store_ps(lanes + 8, acc1);
-  return reduce16(lanes);
-}
-
 __attribute__((target("avx2,fma,f16c"))) void axpy_avx2(float w, const uint16_t* v, float* out, int n) {
   const __m256 wv = _mm256_set1_ps(w);
   for (int i = 0; i < n; i += 8) {
@@ -152,27 +162,85 @@ __attribute__((target("avx2,fma,f16c"))) void axpy_avx2(float w, const uint16_t*
   }
 }
 
-__attribute__((target("avx512f"))) float dot_avx512(const float* a, const uint16_t* b, int n) {
-  __m512 acc = _mm512_setzero_ps();
-  for (int i = 0; i < n; i += 16) {
-    __m512 bv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i)));
-    acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), bv, acc);
-  }
-  return _mm512_reduce_add_ps(acc);
+// ggml's 16-lane accumulators as two 8-lane halves: lane for lane the same fused multiply-adds
+// as the AVX-512 build, reduced in registers in _mm512_reduce_add_ps's order (halves, quarters,
+// pairs; IEEE addition commutes, so only the grouping matters). 256-bit vectors on purpose: the
+// same instructions run at full rate on Zen 4 (which splits 512-bit ones in two) and keep Intel
+// cores off port 5's 512-bit shuffles and out of the AVX-512 frequency licence, and the score
+// reduction stays in registers: the 16 lanes stored and summed one by one cost more than the
+// products themselves (docs/performance.md, "Decode on Intel").
+struct Lanes16 {
+  __m256 lo, hi;
+};
+
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline float reduce16(Lanes16 v) {
+  const __m256 t8 = _mm256_add_ps(v.lo, v.hi);
+  const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
+  const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));  // t4[0]+t4[2], t4[1]+t4[3]
+  return _mm_cvtss_f32(_mm_add_ss(t2, _mm_movehdup_ps(t2)));
 }
 
-// Lane for lane the same fused multiply-adds as dot4_scalar, sixteen at a time.
-__attribute__((target("avx512f"))) float dot4_avx512(const float* a, const uint16_t* b, int n) {
-  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline Lanes16 fma16(const float* a, const uint16_t* b,
+                                                                               Lanes16 acc) {
+  const __m256 b0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+  const __m256 b1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 8)));
+  return {_mm256_fmadd_ps(b0, _mm256_loadu_ps(a), acc.lo), _mm256_fmadd_ps(b1, _mm256_loadu_ps(a + 8), acc.hi)};
+}
+
+__attribute__((target("avx2,fma,f16c"))) void dot_rows_avx2(const float* a, const uint16_t* k, size_t stride,
+                                                          int rows, int n, float scale, float* out) {
+  for (int j = 0; j < rows; ++j, k += stride) {
+    Lanes16 acc{_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int i = 0; i < n; i += 16) acc = fma16(a + i, k + i, acc);
+    out[j] = reduce16(acc) * scale;
+  }
+}
+
+__attribute__((target("avx2,fma,f16c"))) void dot4_rows_avx2(const float* a, const uint16_t* k, size_t stride,
+                                                           int rows, int n, float scale, float* out) {
   const int whole = n / 64 * 64;
-  for (int i = 0; i < whole; i += 64)
-    for (int j = 0; j < 4; ++j) {
-      const __m512 bv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i + j * 16)));
-      acc[j] = _mm512_fmadd_ps(bv, _mm512_loadu_ps(a + i + j * 16), acc[j]);
+  for (int j = 0; j < rows; ++j, k += stride) {
+    const __m256 zero = _mm256_setzero_ps();
+    Lanes16 acc[4] = {{zero, zero}, {zero, zero}, {zero, zero}, {zero, zero}};
+    for (int i = 0; i < whole; i += 64)
+      for (int g = 0; g < 4; ++g) acc[g] = fma16(a + i + 16 * g, k + i + 16 * g, acc[g]);
+    const Lanes16 combined{_mm256_add_ps(_mm256_add_ps(acc[0].lo, acc[2].lo), _mm256_add_ps(acc[1].lo, acc[3].lo)),
+                           _mm256_add_ps(_mm256_add_ps(acc[0].hi, acc[2].hi), _mm256_add_ps(acc[1].hi, acc[3].hi))};
+    double sum = static_cast<double>(reduce16(combined));
+    for (int i = whole; i < n; ++i) sum += static_cast<double>(a[i] * _cvtsh_ss(k[i]));
+    out[j] = static_cast<float>(sum) * scale;
+  }
+}
+
+// reduce_lane_groups / reduce_lanes with the output index d in the vector lanes: each output's
+// additions are the scalar version's, eight outputs at a time.
+__attribute__((target("avx2"))) void reduce_lane_groups_avx2(const float* lanes, int n, float* out) {
+  const size_t group = 16 * static_cast<size_t>(n);
+  int d = 0;
+  for (; d + 8 <= n; d += 8) {
+    __m256 c[16];
+    for (int l = 0; l < 16; ++l) {
+      const float* at = lanes + static_cast<size_t>(l) * static_cast<size_t>(n) + static_cast<size_t>(d);
+      c[l] = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(at), _mm256_loadu_ps(at + 2 * group)),
+                           _mm256_add_ps(_mm256_loadu_ps(at + group), _mm256_loadu_ps(at + 3 * group)));
     }
-  alignas(64) float lanes[4][16];
-  for (int j = 0; j < 4; ++j) _mm512_store_ps(lanes[j], acc[j]);
-  return finish_4acc(lanes, a, b, whole, n);
+    for (int l = 0; l < 8; ++l) c[l] = _mm256_add_ps(c[l + 8], c[l]);
+    for (int l = 0; l < 4; ++l) c[l] = _mm256_add_ps(c[l + 4], c[l]);
+    _mm256_storeu_ps(out + d, _mm256_add_ps(_mm256_add_ps(c[0], c[2]), _mm256_add_ps(c[1], c[3])));
+  }
+  if (d < n) reduce_lane_groups_scalar(lanes, n, out, d);
+}
+
+__attribute__((target("avx2"))) void reduce_lanes_avx2(const float* lanes, int n, float* out) {
+  int d = 0;
+  for (; d + 8 <= n; d += 8) {
+    __m256 c[16];
+    for (int l = 0; l < 16; ++l) c[l] = _mm256_loadu_ps(lanes + static_cast<size_t>(l) * static_cast<size_t>(n) + static_cast<size_t>(d));
+    for (int l = 0; l < 8; ++l) c[l] = _mm256_add_ps(c[l + 8], c[l]);
+    for (int l = 0; l < 4; ++l) c[l] = _mm256_add_ps(c[l + 4], c[l]);
+    _mm256_storeu_ps(out + d, _mm256_add_ps(_mm256_add_ps(c[0], c[2]), _mm256_add_ps(c[1], c[3])));
+  }
+  if (d < n) reduce_lanes_scalar(lanes, n, out, d);
 }
 
 __attribute__((target("avx512f"))) void axpy_avx512(float w, const uint16_t* v, float* out, int n) {
@@ -228,21 +296,30 @@ __attribute__((target("avx512f,avx512dq"))) void swiglu_avx512(float* gate, cons
   for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+using RowsFn = void (*)(const float*, const uint16_t*, size_t, int, int, float, float*);
+
 struct VectorOps {
-  float (*dot)(const float*, const uint16_t*, int);
-  float (*dot4)(const float*, const uint16_t*, int);
+  RowsFn dot_rows, dot4_rows;
   void (*axpy)(float, const uint16_t*, float*, int);
   double (*exp_and_sum)(float*, int, float);
   void (*swiglu)(float*, const float*, int);
   void (*rope)(float*, int, const float*, const float*);
+  void (*reduce_lane_groups)(const float*, int, float*);
+  void (*reduce_lanes)(const float*, int, float*);
 };
 
 VectorOps select_ops() {
   const std::string_view path = cpu_kernel_path();
   if (path.starts_with("avx512"))
-    return {dot_avx512, dot4_avx512, axpy_avx512, exp_and_sum_avx512, swiglu_avx512, rope_fma};
-  if (path == "avx2") return {dot_avx2, dot4_scalar, axpy_avx2, exp_and_sum_fma, swiglu_fma, rope_fma};
-  return {dot_scalar, dot4_scalar, axpy_scalar, exp_and_sum_scalar, swiglu_scalar, rope_scalar};
+    return {dot_rows_avx2,   dot4_rows_avx2, axpy_avx512,      exp_and_sum_avx512, swiglu_avx512,
+            rope_fma,        reduce_lane_groups_avx2, reduce_lanes_avx2};
+  if (path == "avx2")
+    return {dot_rows_avx2, dot4_rows_avx2, axpy_avx2, exp_and_sum_fma, swiglu_fma,
+            rope_fma,      reduce_lane_groups_avx2, reduce_lanes_avx2};
+  return {dot_rows_scalar,    dot4_rows_scalar, axpy_scalar,
+          exp_and_sum_scalar, swiglu_scalar,    rope_scalar,
+          [](const float* l, int n, float* o) { reduce_lane_groups_scalar(l, n, o); },
+          [](const float* l, int n, float* o) { reduce_lanes_scalar(l, n, o); }};
 }
 
 const VectorOps& ops() {
@@ -252,34 +329,19 @@ const VectorOps& ops() {
 
 }  // namespace
 
-float dot_f32_f16(const float* a, const uint16_t* b, int n) { return ops().dot(a, b, n); }
-
-float dot_f32_f16_4acc(const float* a, const uint16_t* b, int n) { return ops().dot4(a, b, n); }
+void dot_rows_f16(const float* a, const uint16_t* k, size_t stride, int rows, int n, float scale, float* out) {
+  ops().dot_rows(a, k, stride, rows, n, scale, out);
+}
+void dot_rows_f16_4acc(const float* a, const uint16_t* k, size_t stride, int rows, int n, float scale, float* out) {
+  ops().dot4_rows(a, k, stride, rows, n, scale, out);
+}
 void axpy_f16(float w, const uint16_t* v, float* out, int n) { ops().axpy(w, v, out, n); }
 double exp_and_sum(float* x, int n, float max) { return ops().exp_and_sum(x, n, max); }
 void swiglu_row(float* gate, const float* up, int n) { ops().swiglu(gate, up, n); }
 void rope_pairs(float* head, int head_dim, const float* cos, const float* sin) {
   ops().rope(head, head_dim, cos, sin);
 }
-
-void reduce_lane_groups(const float* lanes, int n, float* out) {
-  const size_t group = 16 * static_cast<size_t>(n);
-  float column[16];
-  for (int d = 0; d < n; ++d) {
-    for (int l = 0; l < 16; ++l) {
-      const size_t at = static_cast<size_t>(l) * static_cast<size_t>(n) + static_cast<size_t>(d);
-      column[l] = (lanes[at] + lanes[2 * group + at]) + (lanes[group + at] + lanes[3 * group + at]);
-    }
-    out[d] = reduce16(column);
-  }
-}
-
-void reduce_lanes(const float* lanes, int n, float* out) {
-  float column[16];
-  for (int d = 0; d < n; ++d) {
-    for (int l = 0; l < 16; ++l) column[l] = lanes[static_cast<size_t>(l) * static_cast<size_t>(n) + static_cast<size_t>(d)];
-    out[d] = reduce16(column);
-  }
-}
+void reduce_lane_groups(const float* lanes, int n, float* out) { ops().reduce_lane_groups(lanes, n, out); }
+void reduce_lanes(const float* lanes, int n, float* out) { ops().reduce_lanes(lanes, n, out); }
 
 }  // namespace vigil

@@ -3,15 +3,18 @@
 // llama.cpp's AVX-512 build bit for bit on every path.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace vigil {
 
-// Σ a[i] · b[i] with b in f16; n is a multiple of 16. Two summation orders, both llama.cpp's:
-// one 16-lane accumulator chain (its batched matmul, used for prompts), or four 16-lane
-// accumulators over 64-element steps (its vector dot, used when it decodes one token).
-float dot_f32_f16(const float* a, const uint16_t* b, int n);
-float dot_f32_f16_4acc(const float* a, const uint16_t* b, int n);
+// out[j] = scale · Σ a[i] · k_j[i] for the f16 rows k_j = k + j·stride, j < rows; n is a multiple
+// of 16. Two summation orders, both llama.cpp's: one 16-lane accumulator chain (its batched matmul,
+// used for prompts), or four 16-lane accumulators over 64-element steps (its vector dot, used when
+// it decodes one token). One call covers the rows of one KV block, so the per-row reduction is
+// the inner loop.
+void dot_rows_f16(const float* a, const uint16_t* k, size_t stride, int rows, int n, float scale, float* out);
+void dot_rows_f16_4acc(const float* a, const uint16_t* k, size_t stride, int rows, int n, float scale, float* out);
 // out[i] = fma(w, v[i], out[i]) with v in f16; n is a multiple of 16.
 void axpy_f16(float w, const uint16_t* v, float* out, int n);
 // out[d] = sum of lanes[0..16)[d] in the order of _mm512_reduce_add_ps: a weighted sum kept as 16

@@ -7,6 +7,9 @@
 // An ISA policy provides:
 //   kRows, kTokens        micro-tile shape (weight rows × tokens sharing each loaded block)
 //   dot_u8s8(acc, u, s)   acc + Σ of 4 adjacent u8·s8 products per int32 lane
+//   nibbles(qs)           16 bytes of nibbles → 32 bytes in element order: low nibbles (elements
+//                         0..15), then high
+//   kGemvRows             weight rows one decode (single-token) call interleaves
 //   Q8Row, q8_row(w)      a signed Q8_0 weight block prepared for q8_dot
 //   q8_act(x), q8_dot     the activation side of a Q8_0 × Q8_0 block product
 #pragma once
@@ -15,6 +18,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cmath>
 
 #include "kernels/cpu/matmul_kernels.h"
 #include "kernels/cpu/quants.h"
@@ -44,13 +48,6 @@ inline float round_fp16(float f) {
 // The fp16 at p in all 8 lanes.
 inline __m256 broadcast_fp16(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(load_u16(p))));
-}
-
-// 16 bytes of nibbles → 32 bytes in element order: low nibbles (elements 0..15), then high.
-inline __m256i unpack_nibbles(const uint8_t* qs) {
-  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-  return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
 }
 
 // ggml's x86 quantize_row_q8_0/q8_1 (same d, id and rounding), plus the saturation and NaN rules
@@ -175,10 +172,10 @@ void microtile_q32(const uint8_t* const* rows, const Activations& a, int64_t t0,
         const __m256 dm = _mm256_cvtph_ps(_mm_set1_epi32(static_cast<int>(dm_bits)));
         wd[r] = _mm256_permute_ps(dm, 0x00);
         macc[r] = _mm256_fmadd_ps(_mm256_permute_ps(dm, 0x55), sx, macc[r]);
-        wq[r] = unpack_nibbles(blk + offsetof(BlockQ4_1, qs));
+        wq[r] = Isa::nibbles(blk + offsetof(BlockQ4_1, qs));
       } else if constexpr (kKind == Kind::Q4_0) {
         wd[r] = broadcast_fp16(blk);
-        wq[r] = unpack_nibbles(blk + offsetof(BlockQ4_0, qs));
+        wq[r] = Isa::nibbles(blk + offsetof(BlockQ4_0, qs));
       } else {
         wd[r] = broadcast_fp16(blk);
         w8[r] = Isa::q8_row(_mm256_loadu_si256(
@@ -210,6 +207,84 @@ void microtile_q32(const uint8_t* const* rows, const Activations& a, int64_t t0,
       out[r][t] = hsum(acc[r][t]);
       if constexpr (kKind == Kind::Q4_1) out[r][t] += m_terms[t];
     }
+  }
+}
+
+// One token (single-sequence decode): nothing is reused across tokens, so what each weight block
+// costs per row is the whole story. The same results as microtile_q32 with T = 1, bit for bit,
+// with fewer instructions per block, chosen for the narrowest CPU we run on (Intel: three vector
+// ports, port 5 the only one for shuffles and conversions; docs/performance.md, "Decode on
+// Intel"):
+//  - block scales through fp16_to_fp32_table (loads) instead of F16C conversions, broadcast by
+//    the load itself, and d_w·d_x in one multiply;
+//  - Q4_1's m·s as ggml sums it, one scalar fused multiply-add per block;
+//  - R rows interleaved: each row's accumulator is a chain of dependent multiply-adds (4 cycles
+//    each), so one row alone would wait on it; the activation block is loaded once for R rows.
+template <class Isa, Kind kKind, int R>
+void gemv_q32(const uint8_t* const* rows, const Activations& a, const float* fp16, size_t prefetch_ahead,
+              float out[R]) {
+  constexpr size_t kBlockBytes = kKind == Kind::Q4_0   ? sizeof(BlockQ4_0)
+                                 : kKind == Kind::Q4_1 ? sizeof(BlockQ4_1)
+                                                       : sizeof(BlockQ8_0);
+  const int64_t n_blocks = a.n_blocks;
+  const int64_t s_stride = a.s_stride;
+  const int8_t* xq = a.qs;
+  const float* dx = a.d;
+  [[maybe_unused]] const float* sx = a.s;
+  const uint8_t* row[R];
+  for (int r = 0; r < R; ++r) row[r] = rows[r];
+  const __m256i zero = _mm256_setzero_si256();
+  __m256 acc[R];
+  [[maybe_unused]] float msum[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_ps();
+    msum[r] = 0.0f;
+  }
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * kQK));
+    const __m256 dxv = _mm256_broadcast_ss(dx + b);
+    [[maybe_unused]] __m256i bias;  // Q4_0: −8·Σx per lane turns nibbles n into n − 8
+    [[maybe_unused]] __m256i xa;
+    if constexpr (kKind == Kind::Q4_0) bias = _mm256_sub_epi32(zero, Isa::dot_u8s8(zero, _mm256_set1_epi8(8), x));
+    if constexpr (kKind == Kind::Q8_0) xa = Isa::q8_act(x);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = row[r] + static_cast<size_t>(b) * kBlockBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(blk + prefetch_ahead), _MM_HINT_T0);
+      // Q4_1's d and m are adjacent: one load for both.
+      uint32_t scales = load_u16(blk);
+      if constexpr (kKind == Kind::Q4_1) std::memcpy(&scales, blk, sizeof scales);
+      const __m256 dd = _mm256_mul_ps(_mm256_broadcast_ss(fp16 + (scales & 0xffff)), dxv);
+      __m256i isum;
+      if constexpr (kKind == Kind::Q4_1) {
+        msum[r] = std::fma(fp16[scales >> 16], sx[b * s_stride], msum[r]);
+        isum = Isa::dot_u8s8(zero, Isa::nibbles(blk + offsetof(BlockQ4_1, qs)), x);
+      } else if constexpr (kKind == Kind::Q4_0) {
+        isum = Isa::dot_u8s8(bias, Isa::nibbles(blk + offsetof(BlockQ4_0, qs)), x);
+      } else {
+        const auto w = Isa::q8_row(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ8_0, qs))));
+        isum = Isa::q8_dot(w, xa);
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dd, acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    out[r] = hsum(acc[r]);
+    if constexpr (kKind == Kind::Q4_1) out[r] += msum[r];
+  }
+}
+
+// Rows [r0, r1) of a one-token matmul, R at a time (rows past r1 repeat the last one and are
+// dropped). Not inlined: the decode loop keeps a symbol of its own, which bench/loop_mca.py models.
+template <class Isa, Kind kKind, int R>
+__attribute__((noinline)) void walk_gemv(const TileJob& job, int64_t r0, int64_t r1) {
+  const WeightView& w = *job.w;
+  const float* fp16 = fp16_to_fp32_table();
+  for (int64_t r = r0; r < r1; r += R) {
+    const uint8_t* rows[R];
+    for (int i = 0; i < R; ++i) rows[i] = w.data + static_cast<size_t>(std::min(r + i, r1 - 1)) * job.row_bytes;
+    float out[R];
+    gemv_q32<Isa, kKind, R>(rows, *job.act, fp16, kPrefetchTiles * R * job.row_bytes, out);
+    for (int i = 0; i < R && r + i < r1; ++i) job.y[r + i] = out[i];
   }
 }
 
@@ -314,6 +389,7 @@ void walk_q32(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1
 
 template <class Isa, Kind kKind>
 void tile_q32(const TileJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  if (job.n_tokens == 1) return walk_gemv<Isa, kKind, Isa::kGemvRows>(job, r0, r1);
   if (job.n_tokens <= kDecodeTokens) return walk_q32<Isa, kKind, 1>(job, r0, r1, t0, t1);
   walk_q32<Isa, kKind, Isa::kRows>(job, r0, r1, t0, t1);
 }

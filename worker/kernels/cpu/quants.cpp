@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/matmul.h"
 
@@ -70,6 +71,15 @@ void quantize_row_q8_1_ref(const float* x, int64_t n, int8_t* qs, float* d, floa
     const int sum = quantize_block_q8(x + b * kQK, qs + b * kQK, &d[b], &d_unrounded);
     s[b] = fp16_to_fp32(fp32_to_fp16(d_unrounded * static_cast<float>(sum)));
   }
+}
+
+const float* fp16_to_fp32_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = fp16_to_fp32(static_cast<uint16_t>(h));
+    return t;
+  }();
+  return table.data();
 }
 
 void quantize_row_q8_K_ref(const float* x, int64_t n, int8_t* qs, float* d, int16_t* bsums) {

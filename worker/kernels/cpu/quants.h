@@ -51,6 +51,12 @@ inline uint16_t load_u16(const uint8_t* p) {
   return v;
 }
 
+// fp16_to_fp32 of every half, indexed by its bits (256 KiB, filled on first use). The decode
+// kernels convert block scales with it, as ggml's ggml_table_f32_f16: two loads instead of an
+// F16C conversion, which on Intel cores takes a port-5 slot (docs/performance.md, "Decode on
+// Intel").
+const float* fp16_to_fp32_table();
+
 
 // Activation quantizers, mirroring ggml's x86 quantize_row_q8_0 / q8_1 and quantize_row_q8_K_ref,
 // with two deliberate definitions where ggml has none:

@@ -103,8 +103,9 @@ TEST(GgmlParity, ActivationQuantizersProduceGgmlBits) {
   }
 }
 
-// Our matmul against ggml's own vec_dot on the model's shapes (rows of 576 and 1536), for decode
-// (1 token) and batched (5 tokens) kernels.
+// Our matmul against ggml's own vec_dot on the model's shapes (rows of 576 and 1536), for the
+// one-token (gemv), two-token and batched (5 tokens) kernels; 37 rows leave a tail for the
+// interleaved rows of each.
 TEST(GgmlParity, MatmulMatchesGgmlDotProducts) {
   REQUIRE_GGML();
   ThreadPool pool(2);
@@ -124,7 +125,7 @@ TEST(GgmlParity, MatmulMatchesGgmlDotProducts) {
   };
   for (const Case& c : cases) {
     for (int64_t cols : {576, 1536}) {
-      for (int64_t n_tokens : {1, 5}) {
+      for (int64_t n_tokens : {1, 2, 5}) {
       const int64_t rows = 37;
       std::vector<uint8_t> w(static_cast<size_t>(rows * cols / 32) * c.block_bytes);
       for (auto& b : w) b = static_cast<uint8_t>(rng());

@@ -16,7 +16,7 @@ bool has_line(const std::string& text, const std::string& line) {
 }
 
 TEST(WorkerMetrics, ObservationsShowUp) {
-  WorkerMetrics m("smol", "0.1.0", "avx2");
+  WorkerMetrics m("smol", "0.1.0", "avx2", "cpu", "Test CPU @ 2.70GHz");
   m.request_queued(0.002);
   m.first_token(0.03);
   m.tokens_after(0.004, 2);
@@ -40,7 +40,8 @@ TEST(WorkerMetrics, ObservationsShowUp) {
   EXPECT_TRUE(has_line(text, "vigil_worker_request_success_total{finish_reason=\"stop\"} 1"));
   EXPECT_TRUE(has_line(text, "vigil_worker_request_success_total{finish_reason=\"cancelled\"} 0"));
   EXPECT_TRUE(has_line(text, "vigil_worker_requests_rejected_total{reason=\"queue_full\"} 1"));
-  EXPECT_TRUE(has_line(text, "vigil_worker_info{backend=\"cpu\",kernel_path=\"avx2\",model=\"smol\",version=\"0.1.0\"} 1"));
+  EXPECT_TRUE(has_line(text, "vigil_worker_info{backend=\"cpu\",cpu_model=\"Test CPU @ 2.70GHz\",kernel_path=\"avx2\",model=\"smol\","
+                             "version=\"0.1.0\"} 1"));
   EXPECT_EQ(text.find("vigil_worker_cuda_graph"), std::string::npos) << "a CPU worker has no graph series";
   // Two inter-token gaps of 2 ms each, both in the 2.5 ms bucket and above the 1 ms one.
   EXPECT_TRUE(has_line(text, "vigil_worker_inter_token_latency_seconds_bucket{le=\"0.0025\"} 2"));
@@ -82,7 +83,7 @@ TEST(WorkerMetrics, GraphCountersFollowTheBackend) {
   EXPECT_TRUE(has_line(text, "vigil_worker_cuda_graph_capture_failures_total 1"));
   EXPECT_TRUE(has_line(text, "vigil_worker_cuda_graph_eager_steps_total{reason=\"failed_bucket\"} 5"));
   EXPECT_TRUE(has_line(text, "vigil_worker_cuda_graph_launches_total 41"));
-  EXPECT_TRUE(has_line(text, "vigil_worker_info{backend=\"cuda\",kernel_path=\"avx2\",model=\"smol\",version=\"0.1.0\"} 1"));
+  EXPECT_TRUE(has_line(text, "vigil_worker_info{backend=\"cuda\",cpu_model=\"\",kernel_path=\"avx2\",model=\"smol\",version=\"0.1.0\"} 1"));
 }
 
 TEST(WorkerMetrics, PromtoolAcceptsTheExposition) {

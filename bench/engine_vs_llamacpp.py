@@ -134,22 +134,23 @@ def main():
                            n_seq_max=a.seqs)
     rows = {"llama.cpp pp": [], "llama.cpp tg": [], "llama.cpp batched tg": [], "vigil pp": [], "vigil tg": [],
             "vigil batched tg": []}
-    kernels = ""
+    kernels = cpu = ""
     bound = {}
     for _ in range(a.rounds):
         rows["llama.cpp pp"].append(ref.pp(a.pp))
         rows["llama.cpp tg"].append(ref.tg(a.tg))
         rows["llama.cpp batched tg"].append(ref_batched.tg_batched(a.tg, a.seqs))
         v = vigil(a.threads, a.pp, a.tg, a.seqs)
-        kernels = v["kernels"]
+        kernels, cpu = v["kernels"], v["cpu"]
         rows["vigil pp"].append(v["pp_tps"])
         rows["vigil tg"].append(v["tg_tps"])
         rows["vigil batched tg"].append(v["batch_tg_tps"])
         bound = {"read_gbs": v["read_gbs"], "tg_bound_tps": v["tg_bound_tps"], "weight_bytes": v["weight_bytes"]}
     med = {k: statistics.median(v) for k, v in rows.items()}
-    print(f"llama-cpp-python {ref.version} (flash_attn {a.llama_flash_attn}); vigil kernels {kernels}; "
-          f"threads {a.threads}; "
-          f"rounds {a.rounds} (median)")
+    print(f"CPU: {cpu}; threads {a.threads}; rounds {a.rounds} (median)")
+    print(f"llama-cpp-python {ref.version} (flash_attn {a.llama_flash_attn}), built with: "
+          f"{ref.lc.llama_print_system_info().decode().strip()}")
+    print(f"vigil kernels {kernels}")
     print(f"{'test':<28}{'llama.cpp tok/s':>16}{'vigil tok/s':>14}{'vigil/llama.cpp':>17}")
     print(f"{'pp' + str(a.pp):<28}{med['llama.cpp pp']:>16.1f}{med['vigil pp']:>14.1f}"
           f"{med['vigil pp'] / med['llama.cpp pp']:>17.2f}")

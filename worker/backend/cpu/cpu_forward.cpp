@@ -235,7 +235,7 @@ void CpuForward::attention(int layer, Act q_act, Act out_act) {
     float* scores = &scores_[static_cast<size_t>(thread) * static_cast<size_t>((max_positions_ + 15) / 16 * 16)];
     float q16[256];  // head_dim <= 256, checked at load
     const float* q = &q_all[static_cast<size_t>(i) * hp_.n_embd + static_cast<size_t>(h) * hd];
-    for (int e = 0; e < hd; ++e) q16[e] = fp16_to_fp32(fp32_to_fp16(q[e]));
+    round_to_fp16(q, 1.0f, q16, hd);
 
     // Scores up to the next multiple of 16: llama.cpp's softmax runs over whole 16-wide chunks
     // (its masked tail contributes exact zeros, as ours does).
@@ -250,6 +250,7 @@ void CpuForward::attention(int layer, Act q_act, Act out_act) {
     for (int p = 0; p < n_pos; ++p) max_score = std::max(max_score, scores[p]);
     for (int p = n_pos; p < n_padded; ++p) scores[p] = -INFINITY;
     const float inv = static_cast<float>(1.0 / exp_and_sum(scores, n_padded, max_score));
+    round_to_fp16(scores, inv, scores, n_pos);  // the weights, as llama.cpp's f16 softmax output
 
     // Σ_p w_p · v_p accumulated as llama.cpp's dot products over positions do: position p in
     // lane p % 16 of one accumulator (prompts) or of accumulator (p / 16) % 4 (generated tokens),
@@ -258,7 +259,7 @@ void CpuForward::attention(int layer, Act q_act, Act out_act) {
     float* lanes = &lanes_[static_cast<size_t>(thread) * 64 * static_cast<size_t>(hd)];
     std::fill(lanes, lanes + static_cast<size_t>(groups) * 16 * static_cast<size_t>(hd), 0.0f);
     for (int p = 0; p < n_pos; ++p) {
-      const float w = fp16_to_fp32(fp32_to_fp16(scores[p] * inv));
+      const float w = scores[p];
       const uint16_t* v = cache_.v(layer, t.seq->blocks[p / bs], p % bs) + kv_off;
       const int lane = ((p / 16) % groups) * 16 + p % 16;
       axpy_f16(w, v, lanes + static_cast<size_t>(lane) * static_cast<size_t>(hd), hd);

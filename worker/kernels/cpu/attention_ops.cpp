@@ -84,6 +84,10 @@ void reduce_lanes_scalar(const float* lanes, int n, float* out, int from = 0) {
   }
 }
 
+void round_to_fp16_scalar(const float* x, float scale, float* out, int n) {
+  for (int i = 0; i < n; ++i) out[i] = fp16_to_fp32(fp32_to_fp16(x[i] * scale));
+}
+
 void axpy_scalar(float w, const uint16_t* v, float* out, int n) {
   for (int i = 0; i < n; ++i) out[i] = std::fma(w, fp16_to_fp32(v[i]), out[i]);
 }
@@ -160,6 +164,17 @@ __attribute__((target("avx2,fma,f16c"))) void axpy_avx2(float w, const uint16_t*
     __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i)));
     _mm256_storeu_ps(out + i, _mm256_fmadd_ps(wv, x, _mm256_loadu_ps(out + i)));
   }
+}
+
+// F16C rounds to nearest even, as fp32_to_fp16 (NaN stays NaN; its payload may differ).
+__attribute__((target("avx2,f16c"))) void round_to_fp16_f16c(const float* x, float scale, float* out, int n) {
+  const __m256 s = _mm256_set1_ps(scale);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(x + i), s), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+  round_to_fp16_scalar(x + i, scale, out + i, n - i);
 }
 
 // ggml's 16-lane accumulators as two 8-lane halves: lane for lane the same fused multiply-adds
@@ -306,20 +321,22 @@ struct VectorOps {
   void (*rope)(float*, int, const float*, const float*);
   void (*reduce_lane_groups)(const float*, int, float*);
   void (*reduce_lanes)(const float*, int, float*);
+  void (*round_to_fp16)(const float*, float, float*, int);
 };
 
 VectorOps select_ops() {
   const std::string_view path = cpu_kernel_path();
   if (path.starts_with("avx512"))
     return {dot_rows_avx2,   dot4_rows_avx2, axpy_avx512,      exp_and_sum_avx512, swiglu_avx512,
-            rope_fma,        reduce_lane_groups_avx2, reduce_lanes_avx2};
+            rope_fma,        reduce_lane_groups_avx2, reduce_lanes_avx2, round_to_fp16_f16c};
   if (path == "avx2")
     return {dot_rows_avx2, dot4_rows_avx2, axpy_avx2, exp_and_sum_fma, swiglu_fma,
-            rope_fma,      reduce_lane_groups_avx2, reduce_lanes_avx2};
+            rope_fma,      reduce_lane_groups_avx2, reduce_lanes_avx2, round_to_fp16_f16c};
   return {dot_rows_scalar,    dot4_rows_scalar, axpy_scalar,
           exp_and_sum_scalar, swiglu_scalar,    rope_scalar,
           [](const float* l, int n, float* o) { reduce_lane_groups_scalar(l, n, o); },
-          [](const float* l, int n, float* o) { reduce_lanes_scalar(l, n, o); }};
+          [](const float* l, int n, float* o) { reduce_lanes_scalar(l, n, o); },
+          round_to_fp16_scalar};
 }
 
 const VectorOps& ops() {
@@ -343,5 +360,6 @@ void rope_pairs(float* head, int head_dim, const float* cos, const float* sin) {
 }
 void reduce_lane_groups(const float* lanes, int n, float* out) { ops().reduce_lane_groups(lanes, n, out); }
 void reduce_lanes(const float* lanes, int n, float* out) { ops().reduce_lanes(lanes, n, out); }
+void round_to_fp16(const float* x, float scale, float* out, int n) { ops().round_to_fp16(x, scale, out, n); }
 
 }  // namespace vigil

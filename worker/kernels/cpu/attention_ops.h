@@ -23,6 +23,9 @@ void reduce_lanes(const float* lanes, int n, float* out);  // lanes: [16][n]
 // As reduce_lanes for four groups of 16 lanes (position p in group (p / 16) % 4, lane p % 16):
 // groups combined (0+2), (1+3), then together, as ggml's 4-accumulator reduction does.
 void reduce_lane_groups(const float* lanes, int n, float* out);  // lanes: [4][16][n]
+// out[i] = x[i] · scale rounded to f16 and back (llama.cpp converts Q and the softmax weights to
+// f16 before its f16 products); x and out may be the same array.
+void round_to_fp16(const float* x, float scale, float* out, int n);
 // x[i] = exp(x[i] - max) for i < n; returns Σ x[i] in double, summed per 16-element chunk.
 double exp_and_sum(float* x, int n, float max);
 // gate[i] = silu(gate[i]) · up[i] for one row of n elements.

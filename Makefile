@@ -1,5 +1,5 @@
 # The two entry points of the README (demo, test) and the steps they are made of.
-.PHONY: all setup build build-asan test test-asan demo clean
+.PHONY: all setup build build-asan test test-asan demo images clean
 
 JOBS ?= $(shell nproc)
 
@@ -25,6 +25,10 @@ test: build-asan build
 
 demo: build
 	scripts/demo.sh
+
+# OCI images of the agent and the worker (and the CUDA worker where nvcc is), from Debian packages.
+images: setup
+	CONTAINERS_CONF=$(CURDIR)/tests/containers/containers.conf images/build.sh
 
 clean:
 	rm -rf build

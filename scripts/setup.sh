@@ -8,6 +8,7 @@ DEBIAN_PACKAGES=(
   prometheus-cpp-dev libyaml-cpp-dev libboost-dev systemtap-sdt-dev
   libgloo-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   prometheus prometheus-alertmanager nftables iproute2 curl jsonnet
+  podman buildah mmdebstrap runc
 )
 
 missing=()
@@ -35,6 +36,10 @@ fi
 if [[ ! -d /sys/kernel/tracing/events ]] && [[ $(id -u) -eq 0 ]]; then
   mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null || true
 fi
+
+# kubectl (with its kustomize) renders deploy/kubernetes for the manifest and container tests; it
+# is not a Debian package, so it is checked, not installed.
+command -v kubectl >/dev/null || echo "setup: warning: kubectl not found; the deploy tests need kubectl kustomize" >&2
 
 "$(dirname "$0")/fetch_model.sh"
 

@@ -13,8 +13,12 @@ namespace vigil::agent {
 
 std::string errno_reason(int err) {
   if (err < 0) err = -err;
-  const char* name = strerrorname_np(err);
-  return name ? name : "E" + std::to_string(err);
+  if (const char* name = strerrorname_np(err)) return name;
+  // Appended rather than "E" + to_string(): GCC 12 at -O3 warns falsely on the latter (-Wrestrict,
+  // GCC bug 105329), which broke Release builds of the agent.
+  std::string unnamed = "E";
+  unnamed += std::to_string(err);
+  return unnamed;
 }
 
 KernelCounters read_probe_stats(const bpf_map* stats_map) {

@@ -153,6 +153,10 @@ void CachingAllocator::snapshot_locked() const {
 
 AllocatorStats CachingAllocator::stats() const {
   std::lock_guard lock(mu_);
+  // Each read also fires the snapshot probe: an agent that attached after the last allocation
+  // (restarted, or discovering a running worker in its container) learns the state at the next
+  // /metrics render instead of never.
+  snapshot_locked();
   AllocatorStats s = stats_;
   s.largest_free_block = largest_free_locked();
   return s;

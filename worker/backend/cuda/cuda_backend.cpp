@@ -169,7 +169,11 @@ std::string CudaBackend::describe() const {
   cudaDeviceProp prop{};
   std::string name = cudaGetDeviceProperties(&prop, opt_.device) == cudaSuccess ? prop.name : "unknown device";
   std::string buckets;
-  for (int s : graphs_.buckets().sizes()) buckets += (buckets.empty() ? "" : ",") + std::to_string(s);
+  for (int s : graphs_.buckets().sizes()) {
+    // Appended piecewise: `"," + to_string()` trips GCC 12's false -Wrestrict at -O3 (bug 105329).
+    if (!buckets.empty()) buckets += ',';
+    buckets += std::to_string(s);
+  }
   const char* mm = opt_.matmul == CudaOptions::Matmul::kCublas ? "cublas-f16"
                    : opt_.matmul == CudaOptions::Matmul::kGemv ? "quant-gemv"
                                                                : "quant-gemv<=8,cublas-f16";

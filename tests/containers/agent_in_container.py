@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""The agent in its image, under exactly the DaemonSet's securityContext (deploy/podman_flags.py
+derives the podman flags from `kubectl kustomize deploy/kubernetes/base`), watching the worker in
+its image in a second container with a network namespace of its own:
+
+  (a) the worker container's TCP retransmits (nftables loss on the client's side of a veth):
+      the agent's tcp_retransmits_total and tcp_synack_retransmits_total for that container equal
+      the kernel's RetransSegs and TCPSynRetrans read in the container's namespace;
+  (c) the worker's USDT allocator probes are attached through /proc/PID/root and the agent's
+      allocator numbers equal the worker's own /metrics;
+  (d) every series of the worker carries container_id equal to podman's full id of its container;
+  and with each shipped capability removed in turn, the agent either still serves or exits with
+  one line that names the missing capability.
+
+usage: agent_in_container.py MODEL_DIR   (root, podman; images from images/build.sh)"""
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'e2e', 'agent'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'deploy'))
+from harness import fail, listen_port, parse_metrics, require_root, select, sh, total  # noqa: E402
+import podman_flags  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LOSS_PERCENT = 5
+W_ADDR, C_ADDR = '10.214.0.1', '10.214.0.2'
+TAG = '%d' % (os.getpid() % 100000)
+
+
+def podman(*args, check=True):
+    return subprocess.run(['podman'] + list(args), capture_output=True, text=True, check=check)
+
+
+def http(url, timeout=10):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read().decode()
+
+
+def wait_http(url, what, timeout=120, alive=None):
+    deadline = time.time() + timeout
+    while True:
+        try:
+            return http(url)
+        except OSError:
+            pass
+        if alive and not alive():
+            return None
+        if time.time() > deadline:
+            fail('%s not answering at %s after %d s' % (what, url, timeout))
+        time.sleep(0.5)
+
+
+def retrans_segs(ns):
+    text = sh('ip', 'netns', 'exec', ns, 'cat', '/proc/net/snmp').stdout
+    tcp = [l.split() for l in text.splitlines() if l.startswith('Tcp:')]
+    return int(tcp[1][tcp[0].index('RetransSegs')])
+
+
+def syn_retrans(ns):
+    text = sh('ip', 'netns', 'exec', ns, 'cat', '/proc/net/netstat').stdout
+    ext = [l.split() for l in text.splitlines() if l.startswith('TcpExt:')]
+    return int(ext[1][ext[0].index('TCPSynRetrans')])
+
+
+def running(name):
+    out = podman('inspect', '--format', '{{.State.Running}}', name, check=False)
+    return out.returncode == 0 and out.stdout.strip() == 'true'
+
+
+class Scene:
+    """The worker's and the client's network namespaces, the containers; all removed on exit."""
+
+    def __init__(self):
+        self.ns_w, self.ns_c = 'vigil-ctw-' + TAG, 'vigil-ctc-' + TAG
+        self.agent, self.worker = 'vigil-test-agent-' + TAG, 'vigil-test-worker-' + TAG
+        self.state = '/tmp/vigil-container-test-' + TAG
+
+    def __enter__(self):
+        for ns in (self.ns_w, self.ns_c):
+            sh('ip', 'netns', 'add', ns)
+        sh('ip', 'link', 'add', 'vcw' + TAG, 'netns', self.ns_w, 'type', 'veth', 'peer', 'name', 'vcc' + TAG,
+           'netns', self.ns_c)
+        for ns, dev, addr in ((self.ns_w, 'vcw' + TAG, W_ADDR), (self.ns_c, 'vcc' + TAG, C_ADDR)):
+            sh('ip', '-n', ns, 'addr', 'add', addr + '/24', 'dev', dev)
+            sh('ip', '-n', ns, 'link', 'set', dev, 'up')
+            sh('ip', '-n', ns, 'link', 'set', 'lo', 'up')
+        os.makedirs(self.state, exist_ok=True)
+        return self
+
+    def loss(self, percent):
+        """Drops PERCENT % of TCP packets arriving at the client: the worker retransmits."""
+        sh('ip', 'netns', 'exec', self.ns_c, 'nft', 'flush', 'ruleset')
+        if percent:
+            for cmd in ('add table inet vigil', 'add chain inet vigil in { type filter hook input priority 0; }',
+                        'add rule inet vigil in meta l4proto tcp numgen random mod 100 lt %d counter drop' % percent):
+                sh('ip', 'netns', 'exec', self.ns_c, 'nft', cmd)
+
+    def __exit__(self, *exc):
+        for name in (self.agent, self.worker):
+            podman('rm', '-f', '-t', '30', name, check=False)
+        for ns in (self.ns_w, self.ns_c):
+            sh('ip', 'netns', 'del', ns, check=False)
+        subprocess.run(['rm', '-rf', self.state])
+
+
+def agent_args(scene, port, drop=None):
+    args = podman_flags.podman_args(podman_flags.render('base'), 'vigil-agent', scene.state,
+                                    publish='127.0.0.1:%d:9435' % port)
+    if drop:
+        caps = next(a for a in args if a.startswith('--cap-add='))
+        kept = [c for c in caps.split('=', 1)[1].split(',') if c != drop]
+        args[args.index(caps)] = '--cap-add=' + ','.join(kept) if kept else '--cap-add=chown'
+    if any(a == '--privileged' for a in args):
+        fail('derived flags ask for --privileged')
+    return args
+
+
+def capability_drops(scene):
+    """Each shipped capability removed in turn: the agent serves, or says which one it lacks."""
+    args = agent_args(scene, listen_port())
+    shipped = next(a for a in args if a.startswith('--cap-add=')).split('=', 1)[1].split(',')
+    for cap in shipped:
+        port = listen_port()
+        name = '%s-no-%s' % (scene.agent, cap)
+        podman('rm', '-f', name, check=False)
+        podman('run', '-d', '--name', name, *agent_args(scene, port, drop=cap))
+        try:
+            body = wait_http('http://127.0.0.1:%d/readyz' % port, 'agent without %s' % cap, timeout=60,
+                             alive=lambda: running(name))
+            if body is not None:
+                print('without CAP_%s: still serves' % cap.upper())
+                continue
+            podman('wait', name, check=False)
+            log = [l for l in (podman('logs', name).stdout + podman('logs', name).stderr).splitlines() if l.strip()]
+            print('without CAP_%s: exited: %s' % (cap.upper(), ' | '.join(log[-3:])))
+            if not any(('CAP_' + cap.upper()) in l for l in log):
+                fail('without CAP_%s the agent exited without naming it: %s' % (cap.upper(), log))
+        finally:
+            podman('rm', '-f', '-t', '30', name, check=False)
+
+
+def main():
+    require_root()
+    model_dir = os.path.realpath(sys.argv[1])
+    with open(os.path.join(ROOT, 'CMakeLists.txt')) as f:
+        version = next(l for l in f if l.startswith('project(vigil')).split('VERSION')[1].split()[0]
+    for image in ('vigil/agent:' + version, 'vigil/worker:' + version):
+        if podman('image', 'exists', image, check=False).returncode != 0:
+            fail('image %s missing (images/build.sh builds it)' % image)
+    with Scene() as scene:
+        port = listen_port()
+        podman('run', '-d', '--name', scene.agent, *agent_args(scene, port))
+        metrics_url = 'http://127.0.0.1:%d/metrics' % port
+        if wait_http('http://127.0.0.1:%d/readyz' % port, 'agent', alive=lambda: running(scene.agent)) is None:
+            fail('agent container exited: ' + podman('logs', scene.agent).stderr)
+        print('agent container: ' + ' '.join(agent_args(scene, port)))
+
+        podman('run', '-d', '--name', scene.worker, '--network', 'ns:/run/netns/' + scene.ns_w,
+               '--read-only', '--cap-drop=all', '-v', model_dir + ':/models:ro', 'vigil/worker:' + version,
+               'serve', '-m', '/models/SmolLM2-135M-Instruct.Q4_1.gguf', '--host', '0.0.0.0', '--port', '8080')
+        cid = podman('inspect', '--format', '{{.Id}}', scene.worker).stdout.strip()
+        wpid = int(podman('inspect', '--format', '{{.State.Pid}}', scene.worker).stdout.strip())
+        client = ['ip', 'netns', 'exec', scene.ns_c, sys.executable, '-c']
+        base = 'http://%s:8080' % W_ADDR
+        get = ('import sys, urllib.request\nfor _ in range(int(sys.argv[2])):\n'
+               '    urllib.request.urlopen(sys.argv[1], timeout=30).read()\n')
+        deadline = time.time() + 120
+        while subprocess.run(client + [get, base + '/ready', '1'], capture_output=True).returncode != 0:
+            if not running(scene.worker) or time.time() > deadline:
+                fail('worker container not ready: ' + podman('logs', scene.worker).stderr)
+            time.sleep(0.5)
+
+        # (c) the worker's USDT probes, attached through /proc/PID/root.
+        deadline = time.time() + 60
+        while total(parse_metrics(http(metrics_url)), 'vigil_agent_probes_attached', set='usdt') < 3:
+            if time.time() > deadline:
+                fail('USDT probes of the worker in its container not attached: ' + podman('logs', scene.agent).stderr)
+            time.sleep(1)
+        chat = ('import json, sys, urllib.request\nfor p in ("Hello!", "Name three colours."):\n'
+                '    r = urllib.request.Request(sys.argv[1], json.dumps({"messages": [{"role": "user", '
+                '"content": p}], "max_tokens": 8, "temperature": 0}).encode(), {"Content-Type": "application/json"})\n'
+                '    urllib.request.urlopen(r, timeout=60).read()\n')
+        sh(*client, chat, base + '/v1/chat/completions')
+
+        # (a) retransmits of the worker container under loss, against its namespace's kernel counter.
+        before, syn_before = retrans_segs(scene.ns_w), syn_retrans(scene.ns_w)
+        scene.loss(LOSS_PERCENT)
+        sh(*client, get, base + '/metrics', '300')
+        scene.loss(0)
+        time.sleep(2.0)
+        kernel = retrans_segs(scene.ns_w) - before
+        syn_kernel = syn_retrans(scene.ns_w) - syn_before
+        wm = parse_metrics(subprocess.run(client + ['import sys, urllib.request; print(urllib.request.urlopen('
+                                                    'sys.argv[1]).read().decode())', base + '/metrics'],
+                                          capture_output=True, text=True, check=True).stdout)
+        time.sleep(2.0)  # the worker's /metrics render fired its allocator snapshot; the agent polls each second
+        s = parse_metrics(http(metrics_url))
+        # The kernel counts SYN-ACK retransmits apart (TcpExt TCPSynRetrans), as the agent does.
+        ours = total(s, 'tcp_retransmits_total', container_id=cid)
+        synack = total(s, 'tcp_synack_retransmits_total', container_id=cid)
+        print('worker container %s (host pid %d), in its namespace: kernel RetransSegs %d, TCPSynRetrans %d; '
+              'agent tcp_retransmits_total %d, tcp_synack_retransmits_total %d'
+              % (cid[:12], wpid, kernel, syn_kernel, ours, synack))
+        if kernel < 10:
+            fail('only %d retransmits with %d%% loss: the loss rule did not work' % (kernel, LOSS_PERCENT))
+        if ours != kernel:
+            fail('agent counted %d retransmits for the worker container, its kernel counted %d' % (ours, kernel))
+        if synack != syn_kernel:
+            fail('agent counted %d SYN-ACK retransmits for the worker container, its kernel %d' % (synack, syn_kernel))
+
+        # (d) the worker's series name its container.
+        rows = [(n, l) for n, l, _ in s if l.get('pid') == str(wpid)]
+        ids = {l.get('container_id') for _, l in rows}
+        print('series of the worker pid: %d, container_id %s' % (len(rows), sorted(i[:12] for i in ids if i)))
+        if not rows or ids != {cid}:
+            fail("worker series carry container_id %s, podman's id is %s" % (sorted(ids), cid))
+
+        q = dict(pid=wpid, allocator='vigil')
+        for what, ours_name, theirs_name in (
+                ('reserved bytes', 'gpu_memory_allocator_reserved_bytes', 'vigil_worker_allocator_reserved_bytes'),
+                ('allocated bytes', 'gpu_memory_allocator_allocated_bytes', 'vigil_worker_allocator_allocated_bytes')):
+            a, w = total(s, ours_name, **q), total(wm, theirs_name)
+            print('%s: agent %d, worker %d' % (what, a, w))
+            if a != w or a == 0:
+                fail('%s differ: agent %d, worker %d' % (what, a, w))
+        podman('rm', '-f', '-t', '30', scene.agent)
+        capability_drops(scene)
+    print('ok')
+
+
+if __name__ == '__main__':
+    main()

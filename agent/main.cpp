@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (const std::string& problem :
-       {vigil::agent::check_kernel_btf(cfg.kernel_btf), vigil::agent::check_privileges()}) {
+       {vigil::agent::check_kernel_btf(cfg.kernel_btf), vigil::agent::check_privileges(cfg.probes.cuda || cfg.probes.nccl || cfg.probes.usdt)}) {
     if (!problem.empty()) {
       std::fprintf(stderr, "vigil-agent: %s\n", problem.c_str());
       return 1;

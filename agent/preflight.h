@@ -7,6 +7,7 @@ namespace vigil::agent {
 
 // Empty when the agent can load BPF here; otherwise the reason, one line.
 std::string check_kernel_btf(const std::string& btf_path);
-std::string check_privileges();
+// `uprobes`: a probe set that attaches uprobes (CUDA, NCCL, USDT) is enabled.
+std::string check_privileges(bool uprobes);
 
 }  // namespace vigil::agent

@@ -6,13 +6,16 @@ its image in a second container with a network namespace of its own:
   (a) the worker container's TCP retransmits (nftables loss on the client's side of a veth):
       the agent's tcp_retransmits_total and tcp_synack_retransmits_total for that container equal
       the kernel's RetransSegs and TCPSynRetrans read in the container's namespace;
+  (b) a workload in a third container that loads a stand-in libcuda.so.1 from its own image
+      layer is discovered through /proc/PID/root, and the agent's counters equal its own record;
   (c) the worker's USDT allocator probes are attached through /proc/PID/root and the agent's
       allocator numbers equal the worker's own /metrics;
   (d) every series of the worker carries container_id equal to podman's full id of its container;
-  and with each shipped capability removed in turn, the agent either still serves or exits with
-  one line that names the missing capability.
+  and with each shipped capability removed in turn, the agent exits with one line that names it
+  (a capability it could do without fails the test: it should not ship).
 
-usage: agent_in_container.py MODEL_DIR   (root, podman; images from images/build.sh)"""
+usage: agent_in_container.py MODEL_DIR CUDA_WORKLOAD FAKE_LIBCUDA
+       (root, podman; images from images/build.sh; the workload and stand-in driver from tests/agent)"""
 import json
 import os
 import subprocess
@@ -119,8 +122,65 @@ def agent_args(scene, port, drop=None):
     return args
 
 
+def cuda_in_container(scene, metrics_url, version, workload, libcuda):
+    """(b): the stand-in driver in the workload's own image layer (agent image + one committed
+    layer), reached by the agent only through /proc/PID/root."""
+    image = 'localhost/vigil-test/cuda-workload:' + TAG
+    tmp = 'vigil-test-build-' + TAG
+    podman('create', '--name', tmp, 'vigil/agent:' + version)
+    try:
+        podman('cp', workload, tmp + ':/usr/local/bin/cuda_workload')
+        podman('cp', os.path.realpath(libcuda), tmp + ':/usr/lib/x86_64-linux-gnu/libcuda.so.1')
+        podman('commit', '--change', 'ENTRYPOINT ["/usr/local/bin/cuda_workload"]', '--change', 'CMD []',
+               '--change', 'USER 65532', tmp, image)
+    finally:
+        podman('rm', '-f', tmp, check=False)
+    name = 'vigil-test-cuda-' + TAG
+    w = subprocess.Popen(['podman', 'run', '-i', '--rm', '--name', name, '--network=none', '--read-only',
+                          '--cap-drop=all', image], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        if not w.stdout.readline().startswith('ready'):
+            fail('the CUDA workload container did not start')
+        pid = int(podman('inspect', '--format', '{{.State.Pid}}', name).stdout.strip())
+        lib = '/proc/%d/root/usr/lib/x86_64-linux-gnu/libcuda.so.1' % pid
+        deadline = time.time() + 30
+        while not any('cuda: ' in l and 'probes attached in' in l and l.endswith(lib)
+                      for l in podman('logs', scene.agent).stderr.splitlines()):
+            if time.time() > deadline:
+                fail('agent did not attach to the stand-in driver in the container at ' + lib)
+            time.sleep(0.3)
+        w.stdin.write('\n')
+        w.stdin.flush()
+        truth = json.loads(w.stdout.readline())
+        time.sleep(1.5)
+        s = parse_metrics(http(metrics_url))
+        calls = {l['function']: v for l, v in select(s, 'cuda_driver_calls_total', pid=pid)}
+        checks = [('gpu_memory_allocations_total', total(s, 'gpu_memory_allocations_total', pid=pid),
+                   len(truth['sizes'])),
+                  ('gpu_memory_driver_allocated_bytes', total(s, 'gpu_memory_driver_allocated_bytes', pid=pid),
+                   truth['live_bytes']),
+                  ('gpu_memory_vmm_mapped_bytes', total(s, 'gpu_memory_vmm_mapped_bytes', pid=pid),
+                   truth['vmm_mapped_bytes']),
+                  ('cuda_graph_launches_total', total(s, 'cuda_graph_launches_total', pid=pid),
+                   truth['calls']['cuGraphLaunch']),
+                  ('cuda_driver_calls_total by function', calls, {k: float(v) for k, v in truth['calls'].items()})]
+        for what, ours, theirs in checks:
+            print('(b) %-40s agent %s, workload %s' % (what, ours, theirs))
+            if ours != theirs:
+                fail('%s of the containerized CUDA workload differ' % what)
+        w.stdin.write('\n')
+        w.stdin.flush()
+        w.wait(timeout=30)
+    finally:
+        if w.poll() is None:
+            w.kill()
+        podman('rm', '-f', name, check=False)
+        podman('rmi', '-f', image, check=False)
+
+
 def capability_drops(scene):
-    """Each shipped capability removed in turn: the agent serves, or says which one it lacks."""
+    """Each shipped capability removed in turn: the agent must exit with one line naming it. One
+    it could do without (it still serves and still attaches to the worker) should not ship."""
     args = agent_args(scene, listen_port())
     shipped = next(a for a in args if a.startswith('--cap-add=')).split('=', 1)[1].split(',')
     for cap in shipped:
@@ -129,23 +189,25 @@ def capability_drops(scene):
         podman('rm', '-f', name, check=False)
         podman('run', '-d', '--name', name, *agent_args(scene, port, drop=cap))
         try:
-            body = wait_http('http://127.0.0.1:%d/readyz' % port, 'agent without %s' % cap, timeout=60,
-                             alive=lambda: running(name))
-            if body is not None:
-                print('without CAP_%s: still serves' % cap.upper())
-                continue
+            url = 'http://127.0.0.1:%d' % port
+            if wait_http(url + '/readyz', 'agent without %s' % cap, timeout=60, alive=lambda: running(name)) is not None:
+                time.sleep(15)  # a discovery interval and more
+                attached = total(parse_metrics(http(url + '/metrics')), 'vigil_agent_probes_attached', set='usdt')
+                fail('without CAP_%s the agent still serves and attaches %d USDT probes to the worker: %s'
+                     % (cap.upper(), attached, 'drop it from the DaemonSet' if attached >= 3
+                        else 'it lost them silently instead of naming the capability'))
             podman('wait', name, check=False)
-            log = [l for l in (podman('logs', name).stdout + podman('logs', name).stderr).splitlines() if l.strip()]
-            print('without CAP_%s: exited: %s' % (cap.upper(), ' | '.join(log[-3:])))
-            if not any(('CAP_' + cap.upper()) in l for l in log):
-                fail('without CAP_%s the agent exited without naming it: %s' % (cap.upper(), log))
+            log = [l for l in podman('logs', name).stderr.splitlines() if l.strip()]
+            print('without CAP_%s: exits: %s' % (cap.upper(), ' | '.join(log[-2:])))
+            if len(log) != 1 or ('CAP_' + cap.upper()) not in log[0]:
+                fail('without CAP_%s the agent did not exit with one line naming it: %s' % (cap.upper(), log))
         finally:
             podman('rm', '-f', '-t', '30', name, check=False)
 
 
 def main():
     require_root()
-    model_dir = os.path.realpath(sys.argv[1])
+    model_dir, workload, libcuda = os.path.realpath(sys.argv[1]), sys.argv[2], sys.argv[3]
     with open(os.path.join(ROOT, 'CMakeLists.txt')) as f:
         version = next(l for l in f if l.startswith('project(vigil')).split('VERSION')[1].split()[0]
     for image in ('vigil/agent:' + version, 'vigil/worker:' + version):
@@ -227,6 +289,7 @@ def main():
             print('%s: agent %d, worker %d' % (what, a, w))
             if a != w or a == 0:
                 fail('%s differ: agent %d, worker %d' % (what, a, w))
+        cuda_in_container(scene, metrics_url, version, workload, libcuda)
         podman('rm', '-f', '-t', '30', scene.agent)
         capability_drops(scene)
     print('ok')

@@ -15,7 +15,8 @@
 
     // Labels that name a process seen by the agent, and a worker instance. Absent labels are
     // harmless in `by`, so the same rules work with and without Kubernetes target labels.
-    processLabels: ['cluster', 'node', 'instance', 'pid', 'comm', 'container_id', 'pod_uid'],
+    // namespace, pod and container are the agent's own (from the kubelet's container log links).
+    processLabels: ['cluster', 'node', 'instance', 'namespace', 'pod', 'container', 'pid', 'comm', 'container_id', 'pod_uid'],
     workerLabels: ['cluster', 'namespace', 'pod', 'job', 'instance'],
 
     // The source document's P1: fragmentation ratio above this with at least N CUDA Graph

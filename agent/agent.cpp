@@ -40,7 +40,12 @@ namespace {
 class Agent {
  public:
   explicit Agent(const Config& cfg)
-      : cfg_(cfg), processes_("/proc", cfg.grace_period), libraries_("/proc", cfg.discovery_interval) {}
+      : cfg_(cfg),
+        pod_names_(cfg.container_logs),
+        processes_("/proc", cfg.grace_period),
+        libraries_("/proc", cfg.discovery_interval) {
+    processes_.set_pod_names(&pod_names_);
+  }
 
   // No ring callback may run once the sets start going away.
   ~Agent() { rings_.reset(); }
@@ -128,6 +133,7 @@ class Agent {
 
   const Config& cfg_;
   AgentStats stats_;
+  PodNameIndex pod_names_;
   ProcessTable processes_;
   LibraryWatch libraries_;
   LoadedSets sets_;  // unloaded in reverse load order

@@ -5,7 +5,7 @@
 local by(labels) = 'by (%s)' % std.join(', ', labels);
 local where = '(pod {{ $labels.pod }} in {{ $labels.namespace }})';
 // Processes outside Kubernetes have no pod UID: say nothing rather than an empty value.
-local proc = 'process {{ $labels.comm }} (pid {{ $labels.pid }}{{ with $labels.pod_uid }}, pod UID {{ . }}{{ end }}) on {{ $labels.node }} ({{ $labels.instance }})';
+local proc = 'process {{ $labels.comm }} (pid {{ $labels.pid }}{{ with $labels.pod }}, pod {{ $labels.namespace }}/{{ . }}{{ with $labels.container }} container {{ . }}{{ end }}{{ else }}{{ with $labels.pod_uid }}, pod UID {{ . }}{{ end }}{{ end }}) on {{ $labels.node }} ({{ $labels.instance }})';
 
 // Failures counted in the window. The agent creates a failure counter's series at the first
 // failure (by error), or with a process it just saw, so increase() alone misses the first ones (a

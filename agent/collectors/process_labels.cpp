@@ -10,7 +10,10 @@ LabelList process_labels(ProcessTable& processes, uint32_t pid, const std::strin
   return {{"pid", std::to_string(pid)},
           {"comm", comm},
           {"container_id", p.identity.container_id},
-          {"pod_uid", p.identity.pod_uid}};
+          {"pod_uid", p.identity.pod_uid},
+          {"namespace", p.names.namespace_name},
+          {"pod", p.names.pod},
+          {"container", p.names.container}};
 }
 
 }  // namespace vigil::agent

@@ -9,7 +9,8 @@
 
 namespace vigil::agent {
 
-// pid, comm, container_id, pod_uid. comm is /proc's (read while the process lives, kept past its
+// pid, comm, container_id, pod_uid, and the container's namespace, pod and container names (from
+// the kubelet's /var/log/containers; empty off Kubernetes). comm is /proc's (read while the process lives, kept past its
 // exit), else `kernel_comm`, the copy a BPF map holds for a process gone before /proc was read.
 // pid 0 is the kernel's own context (softirqs, timers: only TCP sees it), "[unattributed]".
 LabelList process_labels(ProcessTable& processes, uint32_t pid, const std::string& kernel_comm);

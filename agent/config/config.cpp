@@ -93,6 +93,11 @@ Config parse_config(const std::string& yaml_text) {
              {"collective_timeout", [&](const std::string& kk, const YAML::Node& vv) { cfg.collective_timeout = duration(kk, vv); }},
          });
        }},
+      {"kubernetes", [&](const std::string& k, const YAML::Node& v) {
+         walk(k, v, {
+             {"container_logs", [&](const std::string& kk, const YAML::Node& vv) { cfg.container_logs = scalar(kk, vv); }},
+         });
+       }},
       {"tcp", [&](const std::string& k, const YAML::Node& v) {
          walk(k, v, {
              {"top_peers", [&](const std::string& kk, const YAML::Node& vv) { cfg.tcp_top_peers = int_in(kk, vv, 0, 1000); }},

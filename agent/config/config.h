@@ -39,6 +39,7 @@ struct Config {
   std::chrono::milliseconds fragmentation_window{300000};  // sliding window of the ratio
   int tcp_top_peers = 5;                                // peers per process before "other"
   std::chrono::milliseconds collective_timeout{600000}; // PyTorch's NCCL watchdog default
+  std::string container_logs = "/var/log/containers";   // the kubelet's links: pod names ("" = off)
 };
 
 // A bad key or value: names the key and its line (0 when it came from a flag).

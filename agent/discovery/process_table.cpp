@@ -38,6 +38,7 @@ ProcessLabels ProcessTable::labels(uint32_t pid) {
       if (comm.back() == '\n') comm.pop_back();
       e.labels.comm = comm;
       e.labels.identity = parse_cgroup(read_text_file(base + "/cgroup"));
+      if (pod_names_) e.labels.names = pod_names_->lookup(e.labels.identity.container_id);
       e.have_labels = true;
       report_alive(pid, e);
     }

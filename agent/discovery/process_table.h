@@ -9,12 +9,14 @@
 #include <string>
 
 #include "discovery/cgroup.h"
+#include "discovery/pod_names.h"
 
 namespace vigil::agent {
 
 struct ProcessLabels {
   std::string comm;
   ContainerIdentity identity;
+  PodNames names;  // the container's Kubernetes names, where the node knows them
 };
 
 class ProcessTable {
@@ -40,6 +42,8 @@ class ProcessTable {
   // mirrors the table into the kernel with it. Entries made for a process already gone (a series
   // that outlived its process) are not reported: no exit is to come.
   void set_on_change(std::function<void(uint32_t pid, bool present)> on_change);
+  // Where a container id's namespace, pod and container names come from (none: labels stay empty).
+  void set_pod_names(PodNameIndex* index) { pod_names_ = index; }
 
  private:
   struct Entry {
@@ -56,6 +60,7 @@ class ProcessTable {
   std::mutex mu_;
   std::map<uint32_t, Entry> entries_;
   std::function<void(uint32_t, bool)> on_change_;
+  PodNameIndex* pod_names_ = nullptr;
   void report_alive(uint32_t pid, Entry& e);  // mu_ held
 };
 

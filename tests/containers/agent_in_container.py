@@ -10,7 +10,9 @@ its image in a second container with a network namespace of its own:
       layer is discovered through /proc/PID/root, and the agent's counters equal its own record;
   (c) the worker's USDT allocator probes are attached through /proc/PID/root and the agent's
       allocator numbers equal the worker's own /metrics;
-  (d) every series of the worker carries container_id equal to podman's full id of its container;
+  (d) every series of the worker carries container_id equal to podman's full id of its container,
+      and the namespace, pod and container of the kubelet-style link laid out for it in
+      /var/log/containers (the DaemonSet mounts the node's);
   and with each shipped capability removed in turn, the agent exits with one line that names it
   (a capability it could do without fails the test: it should not ship).
 
@@ -32,6 +34,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 LOSS_PERCENT = 5
 W_ADDR, C_ADDR = '10.214.0.1', '10.214.0.2'
 TAG = '%d' % (os.getpid() % 100000)
+LOG_DIR = '/var/log/containers'
+POD, NAMESPACE, CONTAINER = 'vigil-worker-0', 'vigil-test-%s' % TAG, 'worker'
 
 
 def podman(*args, check=True):
@@ -83,6 +87,9 @@ class Scene:
         self.state = '/tmp/vigil-container-test-' + TAG
 
     def __enter__(self):
+        self.made_logs_dir = not os.path.isdir(LOG_DIR)
+        os.makedirs(LOG_DIR, exist_ok=True)
+        self.links = []
         for ns in (self.ns_w, self.ns_c):
             sh('ip', 'netns', 'add', ns)
         sh('ip', 'link', 'add', 'vcw' + TAG, 'netns', self.ns_w, 'type', 'veth', 'peer', 'name', 'vcc' + TAG,
@@ -102,9 +109,19 @@ class Scene:
                         'add rule inet vigil in meta l4proto tcp numgen random mod 100 lt %d counter drop' % percent):
                 sh('ip', 'netns', 'exec', self.ns_c, 'nft', cmd)
 
+    def link(self, pod, namespace, container, cid):
+        """What a kubelet would link for this container."""
+        path = os.path.join(LOG_DIR, '%s_%s_%s-%s.log' % (pod, namespace, container, cid))
+        open(path, 'w').close()
+        self.links.append(path)
+
     def __exit__(self, *exc):
         for name in (self.agent, self.worker):
             podman('rm', '-f', '-t', '30', name, check=False)
+        for path in self.links:
+            os.unlink(path)
+        if self.made_logs_dir:
+            os.rmdir(LOG_DIR)
         for ns in (self.ns_w, self.ns_c):
             sh('ip', 'netns', 'del', ns, check=False)
         subprocess.run(['rm', '-rf', self.state])
@@ -225,6 +242,7 @@ def main():
                '--read-only', '--cap-drop=all', '-v', model_dir + ':/models:ro', 'vigil/worker:' + version,
                'serve', '-m', '/models/SmolLM2-135M-Instruct.Q4_1.gguf', '--host', '0.0.0.0', '--port', '8080')
         cid = podman('inspect', '--format', '{{.Id}}', scene.worker).stdout.strip()
+        scene.link(POD, NAMESPACE, CONTAINER, cid)
         wpid = int(podman('inspect', '--format', '{{.State.Pid}}', scene.worker).stdout.strip())
         client = ['ip', 'netns', 'exec', scene.ns_c, sys.executable, '-c']
         base = 'http://%s:8080' % W_ADDR
@@ -280,6 +298,10 @@ def main():
         print('series of the worker pid: %d, container_id %s' % (len(rows), sorted(i[:12] for i in ids if i)))
         if not rows or ids != {cid}:
             fail("worker series carry container_id %s, podman's id is %s" % (sorted(ids), cid))
+        names = {(l.get('namespace'), l.get('pod'), l.get('container')) for _, l in rows}
+        print('their namespace/pod/container: %s' % sorted(names))
+        if names != {(NAMESPACE, POD, CONTAINER)}:
+            fail('worker series carry names %s, the kubelet link says %s' % (sorted(names), (NAMESPACE, POD, CONTAINER)))
 
         q = dict(pid=wpid, allocator='vigil')
         for what, ours_name, theirs_name in (

@@ -33,6 +33,7 @@
 #include "sets/probe_set.h"
 #include "sets/registry.h"
 #include "stats/agent_stats.h"
+#include "stats/series_account.h"
 
 namespace vigil::agent {
 namespace {
@@ -126,6 +127,8 @@ class Agent {
       stats_.record_scrape(c.name, took.count());
       for (auto& f : families) all.push_back(std::move(f));
     }
+    series_.observe(all);
+    for (auto& f : series_.families()) all.push_back(std::move(f));
     std::ostringstream out;
     prometheus::TextSerializer().Serialize(out, all);
     return out.str();
@@ -133,6 +136,7 @@ class Agent {
 
   const Config& cfg_;
   AgentStats stats_;
+  SeriesAccount series_;
   PodNameIndex pod_names_;
   ProcessTable processes_;
   LibraryWatch libraries_;

@@ -22,7 +22,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests', 'e2e', 'agent'))
-from harness import Agent, require_root, sh, total  # noqa: E402
+from harness import Agent, require_root, run_workload, sh, total  # noqa: E402
 
 A_ADDR, B_ADDR = '10.215.0.1', '10.215.0.2'
 HOLD_PORT, BULK_PORT, CLOSED_PORT = 7001, 7002, 7003
@@ -112,12 +112,8 @@ def main():
             for _ in range(a.lossy):  # long transfers through the loss: they retransmit all run long
                 procs.append(in_ns(na, [a.tcp_bulk, 'connect', B_ADDR, str(BULK_PORT), str(1 << 40)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-            for _ in range(a.gpu_procs):
-                w = subprocess.Popen([a.cuda_workload], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-                w.stdout.readline()
-                w.stdin.write('\n')
-                w.stdin.flush()
-                w.stdout.readline()  # its account: it has allocated and waits, alive
+            for _ in range(a.gpu_procs):  # each runs once the agent has attached to its driver, then waits
+                w, _ = run_workload(agent, [a.cuda_workload], 'cuda', 'libcuda.so', timeout=30)
                 procs.append(w)
             print('node: %d GPU processes, %d TCP holders (%d through loss), %.0f resets/s, %d s'
                   % (a.gpu_procs, a.tcp_procs, a.lossy, a.resets_per_s, a.seconds), flush=True)
@@ -139,6 +135,11 @@ def main():
                     print('%6.0f %8d %9d %9d %10d' % row, flush=True)
                     next_sample += 10
                 time.sleep(0.01)
+            by_family = {}
+            for n, _, _ in agent.scrape():
+                by_family[n] = by_family.get(n, 0) + 1
+            print('largest families at the end: ' + ', '.join(
+                '%s %d' % kv for kv in sorted(by_family.items(), key=lambda kv: -kv[1])[:8]))
             if len(rows) >= 2:
                 warm = [r for r in rows if r[0] >= 60] or rows  # after one grace period
                 minutes = (warm[-1][0] - warm[0][0]) / 60 or 1

@@ -140,10 +140,15 @@ static __always_inline struct tcp_peer_val *peer_of(const struct sock *sk, struc
 	struct tcp_peer_key k = {};
 	__u64 key = (__u64)sk;
 
+	struct tcp_peer_val *v;
+
 	*owner = sk ? bpf_map_lookup_elem(&owners, &key) : 0;
 	if (sk)
 		peer_key_of(sk, *owner ? (*owner)->tgid : 0, &k);
-	return lookup_or_init(&peers, &k, &zero);
+	v = lookup_or_init(&peers, &k, &zero);
+	if (v && *owner && !v->comm[0])
+		__builtin_memcpy(v->comm, (*owner)->comm, sizeof(v->comm));
+	return v;
 }
 
 /* The connection end's timer state at a retransmit; its run of timeouts as for the process below. */

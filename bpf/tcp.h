@@ -24,6 +24,8 @@ struct tcp_peer_val {
 	__u64 synack_retrans; /* SYN-ACK retransmits (also in RetransSegs) */
 	__u64 resets_sent;
 	__u64 resets_received;
+	char comm[16];        /* the owner's, when the entry was made: outlives the process (a refused
+	                       * client is gone before /proc is read) */
 };
 
 /* Timer state of a socket at its latest retransmit (per process: its latest retransmitting socket). */

@@ -1,5 +1,7 @@
 // TCP collector: sums tcp.bpf.c's (pid, peer) counters into series labelled by process and a
-// bounded set of peers, and per-process RTO/backoff at the latest retransmit.
+// bounded set of peers, and per-process RTO/backoff at the latest retransmit. Only what a process
+// has to say gets its own series (a counter still at 0 has none); resets are summed per
+// container and program (docs/probes-agent.md, "Series budget").
 #include "collectors/tcp_collector.h"
 
 #include <arpa/inet.h>
@@ -71,7 +73,8 @@ std::map<std::string, tcp_peer_val> sum_by_peer(std::vector<PeerRow>& rows, std:
   return sums;
 }
 
-// The series of the (process, peer) counters.
+// The series of the (process, peer) counters, only those that have counted something: a counter
+// never incremented costs a series and says nothing.
 struct PeerFamilies {
   prometheus::MetricFamily retrans = make_family(
       "tcp_retransmits_total",
@@ -80,21 +83,25 @@ struct PeerFamilies {
   prometheus::MetricFamily synack = make_family(
       "tcp_synack_retransmits_total", "SYN-ACK retransmits of a process's listening sockets, by peer.",
       MetricType::Counter);
-  prometheus::MetricFamily resets =
-      make_family("tcp_resets_total", "TCP resets sent or received, by process and peer.", MetricType::Counter);
 
   void add(const LabelList& process, const std::string& peer, const tcp_peer_val& s) {
     LabelList l = process;
     l.emplace_back("peer", peer);
-    add_sample(retrans, l, static_cast<double>(s.retrans_segs));
-    add_sample(synack, l, static_cast<double>(s.synack_retrans));
-    LabelList sent = l, recv = l;
-    sent.emplace_back("direction", "sent");
-    recv.emplace_back("direction", "received");
-    add_sample(resets, sent, static_cast<double>(s.resets_sent));
-    add_sample(resets, recv, static_cast<double>(s.resets_received));
+    if (s.retrans_segs) add_sample(retrans, l, static_cast<double>(s.retrans_segs));
+    if (s.synack_retrans) add_sample(synack, l, static_cast<double>(s.synack_retrans));
   }
 };
+
+uint64_t resets_sent(const std::vector<PeerRow>& rows) {
+  uint64_t n = 0;
+  for (const auto& r : rows) n += r.val.resets_sent;
+  return n;
+}
+uint64_t resets_received(const std::vector<PeerRow>& rows) {
+  uint64_t n = 0;
+  for (const auto& r : rows) n += r.val.resets_received;
+  return n;
+}
 
 // The series of a process's socket at its latest retransmit.
 struct TimerFamilies {
@@ -140,7 +147,25 @@ double stall_seconds(const tcp_timer_state& s, uint64_t now_ns) {
   return static_cast<double>(now_ns - s.stall_start_ns) / 1e9;
 }
 
+LabelList TcpCollector::reset_labels(uint32_t pid, const std::string& kernel_comm) const {
+  LabelList l = process_labels(processes_, pid, kernel_comm);
+  std::erase_if(l, [](const auto& kv) { return kv.first == "pid"; });
+  return l;
+}
+
 void TcpCollector::expire() const {
+  // One lock over moving the resets of the processes to be dropped into the retired sums and
+  // dropping them, and Collect reads the maps under it too: no render counts them twice or not at all.
+  std::lock_guard lock(mu_);
+  const auto states = read_timer_states(procs_fd_);
+  for (const auto& [pid, rows] : read_peers(peers_fd_)) {
+    if (pid == 0 || !processes_.expired(pid)) continue;
+    auto st = states.find(pid);
+    const std::string comm = st != states.end() ? bpf_string(st->second.comm) : bpf_string(rows.front().val.comm);
+    ResetCounts& r = retired_resets_[reset_labels(pid, comm)];
+    r.sent += resets_sent(rows);
+    r.received += resets_received(rows);
+  }
   std::set<uint32_t> dead;
   for (const auto& k : map_keys<tcp_peer_key>(peers_fd_))
     if (k.tgid != 0 && (dead.count(k.tgid) || processes_.expired(k.tgid))) {
@@ -152,25 +177,42 @@ void TcpCollector::expire() const {
       dead.insert(pid);
       bpf_map_delete_elem(procs_fd_, &pid);
     }
-  std::lock_guard lock(mu_);
   for (uint32_t pid : dead) chosen_.erase(pid);
 }
 
 std::vector<prometheus::MetricFamily> TcpCollector::Collect() const {
+  std::lock_guard lock(mu_);
   auto by_pid = read_peers(peers_fd_);
   const auto states = read_timer_states(procs_fd_);
   PeerFamilies peers;
   TimerFamilies timers;
   const uint64_t now = monotonic_ns();
 
-  std::lock_guard lock(mu_);
+  std::map<LabelList, ResetCounts> resets = retired_resets_;
   for (auto& [pid, rows] : by_pid) {
     auto st = states.find(pid);
-    const LabelList process = process_labels(processes_, pid, st == states.end() ? "" : bpf_string(st->second.comm));
+    const std::string comm = st != states.end() ? bpf_string(st->second.comm) : bpf_string(rows.front().val.comm);
+    const LabelList process = process_labels(processes_, pid, comm);
     for (const auto& [peer, sums] : sum_by_peer(rows, chosen_[pid], top_peers_)) peers.add(process, peer, sums);
+    const uint64_t sent = resets_sent(rows), received = resets_received(rows);
+    if (sent || received) {
+      ResetCounts& r = resets[reset_labels(pid, comm)];
+      r.sent += sent;
+      r.received += received;
+    }
   }
   for (const auto& [pid, s] : states) timers.add(process_labels(processes_, pid, bpf_string(s.comm)), s, now);
-  return {peers.retrans, peers.synack, peers.resets, timers.rto, timers.backoff, timers.consecutive, timers.srtt,
+  prometheus::MetricFamily reset_family = make_family(
+      "tcp_resets_total", "TCP resets sent or received, by container and program (not by process).",
+      MetricType::Counter);
+  for (const auto& [labels, r] : resets) {
+    LabelList sent = labels, recv = labels;
+    sent.emplace_back("direction", "sent");
+    recv.emplace_back("direction", "received");
+    add_sample(reset_family, sent, static_cast<double>(r.sent));
+    add_sample(reset_family, recv, static_cast<double>(r.received));
+  }
+  return {peers.retrans, peers.synack, reset_family, timers.rto, timers.backoff, timers.consecutive, timers.srtt,
           timers.stall};
 }
 

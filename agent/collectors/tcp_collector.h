@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "collectors/metric_builder.h"
 #include "discovery/process_table.h"
 
 struct tcp_timer_state;
@@ -37,6 +38,14 @@ class TcpCollector : public prometheus::Collectable {
   // Peers given their own series, per pid: once chosen a peer keeps its series, so counters
   // stay monotonic; later peers beyond top_peers_ add to peer="other".
   mutable std::map<uint32_t, std::set<std::string>> chosen_;
+  // Resets are counted per container and program, not per process (a client that is refused
+  // lives a moment and says nothing else: per pid it would be a new series each time). The
+  // counts of processes whose kernel state is dropped stay here, so the sums never go back.
+  struct ResetCounts {
+    uint64_t sent = 0, received = 0;
+  };
+  mutable std::map<LabelList, ResetCounts> retired_resets_;
+  LabelList reset_labels(uint32_t pid, const std::string& kernel_comm) const;
 };
 
 }  // namespace vigil::agent

@@ -4,16 +4,20 @@ bulk transfer. The agent's retransmits for the sending pid must equal the kernel
 (/proc/net/snmp read inside the sending namespace), on the right peer, for a connecting sender
 and for an accepted (server-side) sender; a listener's SYN-ACK retransmits must equal the kernel's
 TCPSynRetrans and name the connecting peer (not the listener's own 0.0.0.0); RTO and backoff must
-rise while the link is blackholed.
+rise while the link is blackholed; clients refused by a reset are counted per program, equal to
+the kernel's AttemptFails, and their counts outlive them (no per-process series for them).
 usage: tcp_retransmits.py VIGIL_AGENT TCP_BULK"""
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 from harness import Agent, fail, promtool_check, require_root, select, sh, total
 
 LOSS_PERCENT = 5
+GRACE_S = 4  # long enough for a scrape after a sender exits, short enough to see it expire
 BYTES = 20 * 1024 * 1024
 A_ADDR, B_ADDR = '10.213.0.1', '10.213.0.2'
 
@@ -183,14 +187,56 @@ def check_blackhole(agent, nets, bulk):
         server.wait()
 
 
+def check_refused(agent, nets, bulk, clients=20):
+    """Short-lived clients connect to a closed port: each receives a reset in SYN_SENT (the kernel
+    counts AttemptFails). The agent counts them per container and program, not per process; the
+    clients run as a copy of tcp_bulk named refused_client, so no other test's reset counts."""
+    nets.nft(nets.b, 0)  # no loss: every SYN is answered
+    client = os.path.join(tempfile.mkdtemp(prefix='vigil-refused-'), 'refused_client')
+    shutil.copy(bulk, client)
+    try:
+        q = dict(comm='refused_client', direction='received')
+        before_kernel = tcp_snmp(nets.a, 'AttemptFails')
+        for _ in range(clients):
+            p = subprocess.run(['ip', 'netns', 'exec', nets.a, client, 'connect', B_ADDR, '5999', '0'],
+                               capture_output=True, text=True)
+            if p.returncode == 0:
+                fail("a connect to a closed port succeeded")
+        kernel = tcp_snmp(nets.a, 'AttemptFails') - before_kernel
+        time.sleep(0.5)
+        s = agent.scrape()
+        ours = total(s, 'tcp_resets_total', **q)
+        print("refused clients: kernel AttemptFails %d, agent tcp_resets_total{comm=refused_client,direction=received} %d"
+              % (kernel, ours))
+        if kernel != clients or ours != kernel:
+            fail("resets received: agent %d, kernel AttemptFails %d, clients %d" % (ours, kernel, clients))
+        if any(l.get('pid') for n, l, _ in s if n == 'tcp_resets_total'):
+            fail("tcp_resets_total carries pid: one series per refused client")
+        if any(l.get('comm') == 'refused_client' for n, l, _ in s if n != 'tcp_resets_total'):
+            fail("refused clients have series of their own besides the reset count")
+        time.sleep(GRACE_S + 2.5)  # past the grace period: the clients' kernel state is dropped, the count stays
+        after = total(agent.scrape(), 'tcp_resets_total', **q)
+        if after != ours:
+            fail("tcp_resets_total went from %d to %d once the clients expired" % (ours, after))
+    finally:
+        shutil.rmtree(os.path.dirname(client))
+
+
+def tcp_snmp(ns, field):
+    text = sh('ip', 'netns', 'exec', ns, 'cat', '/proc/net/snmp').stdout
+    tcp = [l.split() for l in text.splitlines() if l.startswith('Tcp:')]
+    return int(tcp[1][tcp[0].index(field)])
+
+
 def main():
     require_root()
     agent_bin, bulk = sys.argv[1], sys.argv[2]
-    with Namespaces() as nets, Agent(agent_bin, 'probes: {cuda: false, nccl: false}\n') as agent:
+    with Namespaces() as nets, Agent(agent_bin, 'probes: {cuda: false, nccl: false}\ngrace_period: %ds\n' % GRACE_S) as agent:
         check_transfer(agent, nets, bulk, sender_listens=False)
         check_transfer(agent, nets, bulk, sender_listens=True)
         check_synack(agent, nets, bulk)
         check_blackhole(agent, nets, bulk)
+        check_refused(agent, nets, bulk)
         promtool_check(agent)
     print("ok")
 

@@ -62,6 +62,14 @@ rootfs() {  # rootfs DIR PACKAGES...
   printf 'root:x:0:\nvigil:x:65532:\n' >"$dir/etc/group"
 }
 
+# The root filesystem of BIN's image at DIR, BIN installed (stripped) as /usr/local/bin/NAME.
+image_root() {  # image_root DIR BIN NAME
+  local dir=$1 bin=$2 name=$3 pkgs
+  mapfile -t pkgs < <(packages_for "$bin")
+  rootfs "$dir" "${pkgs[@]}"
+  install -D -m 0755 -s "$bin" "$dir/usr/local/bin/$name"
+}
+
 commit() {  # commit DIR IMAGE USER ENTRYPOINT-JSON CMD-JSON [PORT]
   local dir=$1 image=$2 user=$3 entrypoint=$4 cmd=$5 port=${6:-}
   local changes=(--change "ENTRYPOINT $entrypoint" --change "CMD $cmd" --change "USER $user"
@@ -79,19 +87,13 @@ for target in "${targets[@]}"; do
   case $target in
     agent)
       build "$work/cpu" OFF vigil-agent
-      bin="$work/cpu/agent/vigil-agent"
-      mapfile -t pkgs < <(packages_for "$bin")
-      rootfs "$work/agent-root" "${pkgs[@]}"
-      install -D -m 0755 -s "$bin" "$work/agent-root/usr/local/bin/vigil-agent"
+      image_root "$work/agent-root" "$work/cpu/agent/vigil-agent" vigil-agent
       commit "$work/agent-root" "$prefix/agent:$version" 0 '["/usr/local/bin/vigil-agent"]' \
         '["--config", "/etc/vigil/agent.yaml"]' 9435
       ;;
     worker)
       build "$work/cpu" OFF vigil-worker
-      bin="$work/cpu/worker/vigil-worker"
-      mapfile -t pkgs < <(packages_for "$bin")
-      rootfs "$work/worker-root" "${pkgs[@]}"
-      install -D -m 0755 -s "$bin" "$work/worker-root/usr/local/bin/vigil-worker"
+      image_root "$work/worker-root" "$work/cpu/worker/vigil-worker" vigil-worker
       mkdir -p "$work/worker-root/models"
       commit "$work/worker-root" "$prefix/worker:$version" 65532 '["/usr/local/bin/vigil-worker"]' \
         '["serve", "-m", "/models/SmolLM2-135M-Instruct.Q4_1.gguf"]' 8080
@@ -100,9 +102,7 @@ for target in "${targets[@]}"; do
       need nvcc
       build "$work/cuda" ON vigil-worker
       bin="$work/cuda/worker/vigil-worker"
-      mapfile -t pkgs < <(packages_for "$bin")
-      rootfs "$work/worker-cuda-root" "${pkgs[@]}"
-      install -D -m 0755 -s "$bin" "$work/worker-cuda-root/usr/local/bin/vigil-worker"
+      image_root "$work/worker-cuda-root" "$bin" vigil-worker
       # The toolkit's runtime libraries the binary loads (cudart, cuBLAS, cuBLASLt, NCCL), with
       # their version links, in the loader's default directory (the image has no ld.so.cache);
       # the driver (libcuda) comes from the node, as with every CUDA image.

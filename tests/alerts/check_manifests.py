@@ -8,13 +8,15 @@ usage: check_manifests.py"""
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 
 import kubernetes_validate
 import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'deploy'))
+import podman_flags  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 KDIR = os.path.join(ROOT, 'deploy', 'kubernetes')
@@ -36,10 +38,13 @@ def pod_spec(obj):
     return obj.get('spec', {}).get('template', {}).get('spec')
 
 
-def render(kubectl, target):
-    out = subprocess.run([kubectl, 'kustomize', os.path.join(KDIR, target)], capture_output=True, text=True)
-    check(out.returncode == 0, target + ': kubectl kustomize: ' + out.stderr.strip())
-    return [o for o in yaml.safe_load_all(out.stdout) if o] if out.returncode == 0 else []
+def render(target):
+    """The rendered objects, through the renderer deploy/podman_flags.py uses."""
+    try:
+        return podman_flags.render(target)
+    except podman_flags.ManifestError as e:
+        check(False, '%s: %s' % (target, e))
+        return []
 
 
 def key(o):
@@ -116,12 +121,10 @@ def check_contract(name, objs):
 
 
 def main():
-    kubectl = shutil.which('kubectl')
-    if kubectl is None:
-        print('FAIL: kubectl not found: deploy/kubernetes is rendered with kubectl kustomize')
-        sys.exit(1)
     for target in TARGETS:
-        objs = render(kubectl, target)
+        objs = render(target)
+        if not objs:
+            continue  # the renderer's error is recorded
         core = [o for o in objs if o['kind'] not in CRDS]
         for version in K8S_VERSIONS:
             for o in core:

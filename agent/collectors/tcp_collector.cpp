@@ -92,14 +92,13 @@ struct PeerFamilies {
   }
 };
 
-uint64_t resets_sent(const std::vector<PeerRow>& rows) {
-  uint64_t n = 0;
-  for (const auto& r : rows) n += r.val.resets_sent;
-  return n;
-}
-uint64_t resets_received(const std::vector<PeerRow>& rows) {
-  uint64_t n = 0;
-  for (const auto& r : rows) n += r.val.resets_received;
+// A process's resets over all its peers: {sent, received}.
+std::pair<uint64_t, uint64_t> resets_of(const std::vector<PeerRow>& rows) {
+  std::pair<uint64_t, uint64_t> n{};
+  for (const auto& r : rows) {
+    n.first += r.val.resets_sent;
+    n.second += r.val.resets_received;
+  }
   return n;
 }
 
@@ -163,8 +162,9 @@ void TcpCollector::expire() const {
     auto st = states.find(pid);
     const std::string comm = st != states.end() ? bpf_string(st->second.comm) : bpf_string(rows.front().val.comm);
     ResetCounts& r = retired_resets_[reset_labels(pid, comm)];
-    r.sent += resets_sent(rows);
-    r.received += resets_received(rows);
+    const auto [sent, received] = resets_of(rows);
+    r.sent += sent;
+    r.received += received;
   }
   std::set<uint32_t> dead;
   for (const auto& k : map_keys<tcp_peer_key>(peers_fd_))
@@ -194,7 +194,7 @@ std::vector<prometheus::MetricFamily> TcpCollector::Collect() const {
     const std::string comm = st != states.end() ? bpf_string(st->second.comm) : bpf_string(rows.front().val.comm);
     const LabelList process = process_labels(processes_, pid, comm);
     for (const auto& [peer, sums] : sum_by_peer(rows, chosen_[pid], top_peers_)) peers.add(process, peer, sums);
-    const uint64_t sent = resets_sent(rows), received = resets_received(rows);
+    const auto [sent, received] = resets_of(rows);
     if (sent || received) {
       ResetCounts& r = resets[reset_labels(pid, comm)];
       r.sent += sent;

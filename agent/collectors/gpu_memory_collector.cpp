@@ -2,12 +2,16 @@
 // successful allocations of at most 4 KiB over all successful allocations, counted over the
 // last `windows.fragmentation` (default 5 min, sampled every poll interval, so the window is
 // that long rounded up to one poll interval). With no allocation in the window it is absent.
+// The allocation-size histogram is summed per container and program; exited processes' sizes
+// stay in it (group_sums.h), so its counts do not go back while the program runs.
 #include "collectors/gpu_memory_collector.h"
 
 #include <bpf/bpf.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "collectors/cuda_maps.h"
 #include "collectors/metric_builder.h"
@@ -33,21 +37,39 @@ void GpuMemoryCollector::expire(uint32_t pid) {
   samples_.erase(pid);
 }
 
+GpuMemoryCollector::AllocSizes& GpuMemoryCollector::AllocSizes::operator+=(const AllocSizes& o) {
+  for (size_t i = 0; i < buckets.size(); ++i) buckets[i] += o.buckets[i];
+  bytes += o.bytes;
+  return *this;
+}
+
+GpuMemoryCollector::AllocSizes GpuMemoryCollector::sizes_of(const cuda_proc& p) {
+  AllocSizes s;
+  std::copy(p.size_hist, p.size_hist + CUDA_HIST_BUCKETS, s.buckets.begin());
+  s.bytes = p.alloc_bytes;
+  return s;
+}
+
 void GpuMemoryCollector::sample() {
   auto now = Clock::now();
   auto procs = read_cuda_procs(procs_fd_);
   std::lock_guard lock(mu_);
+  std::set<LabelList> alive;  // groups with a member whose counts stay in the map
   for (const auto& [pid, p] : procs) {
+    // Labels are read while the process lives and kept past its exit.
+    const LabelList group = group_of(process_labels(processes_, pid, bpf_string(p.comm)));
     if (processes_.expired(pid)) {
+      retired_sizes_.retire(group, sizes_of(p), now);
       expire(pid);
       continue;
     }
-    processes_.labels(pid);  // cache comm/container while the process lives
+    alive.insert(group);
     auto& s = samples_[pid];
     s.push_back({now, p.allocs, p.small_allocs});
     // Keep one sample at or before the window's start: it is the baseline.
     while (s.size() > 1 && s[1].at <= now - window_) s.pop_front();
   }
+  retired_sizes_.expire(alive, now);
 }
 
 std::vector<prometheus::MetricFamily> GpuMemoryCollector::Collect() const {
@@ -67,7 +89,9 @@ std::vector<prometheus::MetricFamily> GpuMemoryCollector::Collect() const {
   auto reserved = make_family("gpu_memory_vmm_reserved_bytes", "Virtual address space reserved with cuMemAddressReserve.", MetricType::Gauge);
   auto allocs = make_family("gpu_memory_allocations_total", "Successful allocations (driver allocs and cuMemCreate).", MetricType::Counter);
   auto small = make_family("gpu_memory_small_allocations_total", "Successful allocations of at most 4 KiB.", MetricType::Counter);
-  auto hist = make_family("gpu_memory_allocation_size_bytes", "Sizes of successful allocations.", MetricType::Histogram);
+  auto hist = make_family("gpu_memory_allocation_size_bytes",
+                          "Sizes of successful allocations, by container and program (not by process).",
+                          MetricType::Histogram);
   auto failures = make_family("gpu_memory_allocation_failures_total",
                               "Failed allocation calls, by CUDA error name.", MetricType::Counter);
 
@@ -77,6 +101,7 @@ std::vector<prometheus::MetricFamily> GpuMemoryCollector::Collect() const {
 
   std::lock_guard lock(mu_);
   std::map<uint32_t, LabelList> labels;
+  std::map<LabelList, AllocSizes> sizes = retired_sizes_.sums();
   for (const auto& [pid, p] : procs) {
     LabelList l = process_labels(processes_, pid, bpf_string(p.comm));
     labels[pid] = l;
@@ -96,9 +121,11 @@ std::vector<prometheus::MetricFamily> GpuMemoryCollector::Collect() const {
     add_sample(reserved, l, static_cast<double>(p.vmm_reserved_bytes));
     add_sample(allocs, l, static_cast<double>(p.allocs));
     add_sample(small, l, static_cast<double>(p.small_allocs));
-    add_histogram(hist, l, bounds, std::vector<uint64_t>(p.size_hist, p.size_hist + CUDA_HIST_BUCKETS),
-                  static_cast<double>(p.alloc_bytes));
+    if (p.allocs) sizes[group_of(l)] += sizes_of(p);
   }
+  for (const auto& [group, s] : sizes)
+    add_histogram(hist, group, bounds, std::vector<uint64_t>(s.buckets.begin(), s.buckets.end()),
+                  static_cast<double>(s.bytes));
   std::map<std::pair<uint32_t, std::string>, uint64_t> by_error;
   for (const auto& [k, n] : errors) {
     bool is_alloc = k.fn <= CUDA_FN_MEM_ALLOC_MANAGED || k.fn == CUDA_FN_MEM_CREATE;

@@ -1,14 +1,18 @@
-// Exports GPU memory behaviour per process from cuda.bpf.c: live bytes, VMM, allocation sizes,
-// failures, and gpu_memory_fragmentation_ratio over a sliding window.
+// Exports GPU memory behaviour per process from cuda.bpf.c: live bytes, VMM, failures, and
+// gpu_memory_fragmentation_ratio over a sliding window; allocation sizes per container and program.
 #pragma once
 
+#include <linux/types.h>
 #include <prometheus/collectable.h>
 
+#include <array>
 #include <chrono>
 #include <deque>
 #include <map>
 #include <mutex>
 
+#include "collectors/group_sums.h"
+#include "cuda.h"
 #include "discovery/process_table.h"
 
 namespace vigil::agent {
@@ -19,7 +23,7 @@ class GpuMemoryCollector : public prometheus::Collectable {
   GpuMemoryCollector(int procs_fd, int errors_fd, int live_fd, int handles_fd,
                      std::chrono::milliseconds window, ProcessTable& processes)
       : procs_fd_(procs_fd), errors_fd_(errors_fd), live_fd_(live_fd), handles_fd_(handles_fd),
-        window_(window), processes_(processes) {}
+        window_(window), processes_(processes), retired_sizes_(processes.grace()) {}
   std::vector<prometheus::MetricFamily> Collect() const override;
 
   // Called every poll interval: records allocation counts for the sliding window and drops the
@@ -32,6 +36,14 @@ class GpuMemoryCollector : public prometheus::Collectable {
     uint64_t allocs;
     uint64_t small;
   };
+  // The allocation-size histogram of a process, summed per container and program: per process
+  // its 44 series were the largest cost on a GPU node (docs/probes-agent.md, "Series budget").
+  struct AllocSizes {
+    std::array<uint64_t, CUDA_HIST_BUCKETS> buckets{};
+    uint64_t bytes = 0;
+    AllocSizes& operator+=(const AllocSizes& o);
+  };
+  static AllocSizes sizes_of(const cuda_proc& p);
   void expire(uint32_t pid);
 
   int procs_fd_, errors_fd_, live_fd_, handles_fd_;
@@ -39,6 +51,7 @@ class GpuMemoryCollector : public prometheus::Collectable {
   ProcessTable& processes_;
   mutable std::mutex mu_;
   std::map<uint32_t, std::deque<Sample>> samples_;
+  RetiredSums<AllocSizes> retired_sizes_;
 };
 
 }  // namespace vigil::agent

@@ -102,6 +102,12 @@ std::pair<uint64_t, uint64_t> resets_of(const std::vector<PeerRow>& rows) {
   return n;
 }
 
+// The process's name as the kernel saw it, for a process gone before /proc was read.
+std::string comm_of(uint32_t pid, const std::vector<PeerRow>& rows, const std::map<uint32_t, tcp_timer_state>& states) {
+  auto st = states.find(pid);
+  return st != states.end() ? bpf_string(st->second.comm) : bpf_string(rows.front().val.comm);
+}
+
 // The series of a process's socket at its latest retransmit.
 struct TimerFamilies {
   prometheus::MetricFamily rto = make_family(
@@ -146,32 +152,28 @@ double stall_seconds(const tcp_timer_state& s, uint64_t now_ns) {
   return static_cast<double>(now_ns - s.stall_start_ns) / 1e9;
 }
 
-LabelList TcpCollector::reset_labels(uint32_t pid, const std::string& kernel_comm) const {
-  LabelList l = process_labels(processes_, pid, kernel_comm);
-  std::erase_if(l, [](const auto& kv) { return kv.first == "pid"; });
-  return l;
-}
-
 void TcpCollector::expire() const {
   // One lock over moving the resets of the processes to be dropped into the retired sums and
   // dropping them, and Collect reads the maps under it too: no render counts them twice or not at all.
   std::lock_guard lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
   const auto states = read_timer_states(procs_fd_);
-  for (const auto& [pid, rows] : read_peers(peers_fd_)) {
-    if (pid == 0 || !processes_.expired(pid)) continue;
-    auto st = states.find(pid);
-    const std::string comm = st != states.end() ? bpf_string(st->second.comm) : bpf_string(rows.front().val.comm);
-    ResetCounts& r = retired_resets_[reset_labels(pid, comm)];
-    const auto [sent, received] = resets_of(rows);
-    r.sent += sent;
-    r.received += received;
-  }
   std::set<uint32_t> dead;
-  for (const auto& k : map_keys<tcp_peer_key>(peers_fd_))
-    if (k.tgid != 0 && (dead.count(k.tgid) || processes_.expired(k.tgid))) {
-      dead.insert(k.tgid);
-      bpf_map_delete_elem(peers_fd_, &k);
+  std::set<LabelList> alive;  // groups with a member whose counts stay in the map
+  for (const auto& [pid, rows] : read_peers(peers_fd_)) {
+    if (pid == 0) continue;
+    const LabelList group = group_of(process_labels(processes_, pid, comm_of(pid, rows, states)));
+    if (!processes_.expired(pid)) {
+      alive.insert(group);
+      continue;
     }
+    dead.insert(pid);
+    const auto [sent, received] = resets_of(rows);
+    retired_resets_.retire(group, {sent, received}, now);
+  }
+  retired_resets_.expire(alive, now);
+  for (const auto& k : map_keys<tcp_peer_key>(peers_fd_))
+    if (dead.count(k.tgid)) bpf_map_delete_elem(peers_fd_, &k);
   for (const auto& pid : map_keys<__u32>(procs_fd_))
     if (pid != 0 && (dead.count(pid) || processes_.expired(pid))) {
       dead.insert(pid);
@@ -188,18 +190,12 @@ std::vector<prometheus::MetricFamily> TcpCollector::Collect() const {
   TimerFamilies timers;
   const uint64_t now = monotonic_ns();
 
-  std::map<LabelList, ResetCounts> resets = retired_resets_;
+  std::map<LabelList, ResetCounts> resets = retired_resets_.sums();
   for (auto& [pid, rows] : by_pid) {
-    auto st = states.find(pid);
-    const std::string comm = st != states.end() ? bpf_string(st->second.comm) : bpf_string(rows.front().val.comm);
-    const LabelList process = process_labels(processes_, pid, comm);
+    const LabelList process = process_labels(processes_, pid, comm_of(pid, rows, states));
     for (const auto& [peer, sums] : sum_by_peer(rows, chosen_[pid], top_peers_)) peers.add(process, peer, sums);
     const auto [sent, received] = resets_of(rows);
-    if (sent || received) {
-      ResetCounts& r = resets[reset_labels(pid, comm)];
-      r.sent += sent;
-      r.received += received;
-    }
+    if (sent || received) resets[group_of(process)] += {sent, received};
   }
   for (const auto& [pid, s] : states) timers.add(process_labels(processes_, pid, bpf_string(s.comm)), s, now);
   prometheus::MetricFamily reset_family = make_family(

@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "collectors/group_sums.h"
 #include "collectors/metric_builder.h"
 #include "discovery/process_table.h"
 
@@ -23,7 +24,8 @@ double stall_seconds(const tcp_timer_state& s, uint64_t now_ns);
 class TcpCollector : public prometheus::Collectable {
  public:
   TcpCollector(int peers_fd, int procs_fd, int top_peers, ProcessTable& processes)
-      : peers_fd_(peers_fd), procs_fd_(procs_fd), top_peers_(top_peers), processes_(processes) {}
+      : peers_fd_(peers_fd), procs_fd_(procs_fd), top_peers_(top_peers), processes_(processes),
+        retired_resets_(processes.grace()) {}
   std::vector<prometheus::MetricFamily> Collect() const override;
 
   // Drops kernel state and peer choices of processes gone longer than the grace period.
@@ -40,12 +42,16 @@ class TcpCollector : public prometheus::Collectable {
   mutable std::map<uint32_t, std::set<std::string>> chosen_;
   // Resets are counted per container and program, not per process (a client that is refused
   // lives a moment and says nothing else: per pid it would be a new series each time). The
-  // counts of processes whose kernel state is dropped stay here, so the sums never go back.
+  // counts of processes whose kernel state is dropped stay in the group (group_sums.h).
   struct ResetCounts {
     uint64_t sent = 0, received = 0;
+    ResetCounts& operator+=(const ResetCounts& o) {
+      sent += o.sent;
+      received += o.received;
+      return *this;
+    }
   };
-  mutable std::map<LabelList, ResetCounts> retired_resets_;
-  LabelList reset_labels(uint32_t pid, const std::string& kernel_comm) const;
+  mutable RetiredSums<ResetCounts> retired_resets_;
 };
 
 }  // namespace vigil::agent

@@ -37,6 +37,7 @@ class ProcessTable {
   // Starts a housekeeping tick: forgets the processes found expired during the previous one.
   void sweep();
   size_t size();
+  std::chrono::milliseconds grace() const { return grace_; }
   // Called (under the table's lock, so calls for one pid arrive in order) when an entry of a
   // live process is made (true: seen alive in /proc) and when that entry goes (false); the agent
   // mirrors the table into the kernel with it. Entries made for a process already gone (a series

@@ -4,7 +4,9 @@ real driver on a GPU machine) through allocations, VMM, an allocation that inval
 graphs and injected failures, and prints what it did. The agent finds the library through its
 normal /proc discovery, and every CUDA metric it exports for the workload's pid must equal the
 workload's own account; the failure log must carry each failure; the series must disappear after
-the grace period once the workload exits.
+the grace period once the workload exits. The allocation-size histogram is per container and
+program: a second workload adds to it, and it keeps what the first counted after the first's
+series are gone, until a grace period after both are.
 usage: cuda_driver.py VIGIL_AGENT CUDA_WORKLOAD
 With VIGIL_CUDA_LIBDIR set (a directory holding the real libcuda.so.1), the workload runs on the
 real driver instead (tests/e2e/agent/cuda_real_driver.sh, on a GPU machine)."""
@@ -21,6 +23,33 @@ def expect(name, got, want):
     ok = abs(got - want) < 1e-9
     print("%-48s agent %-14s workload %-14s %s" % (name, got, want, "ok" if ok else "MISMATCH"))
     return ok
+
+
+def group_sizes(samples):
+    """The allocation-size histogram's samples of the workloads' group (host, cuda_workload)."""
+    return [(n, l, v) for n, l, v in samples if n.startswith('gpu_memory_allocation_size_bytes')
+            and l.get('comm') == 'cuda_workload' and l.get('container_id') == '']
+
+
+def expect_sizes(samples, sizes, when):
+    """The group's histogram equals the workloads' own allocation sizes: every bucket, sum, count."""
+    got = group_sizes(samples)
+    if any('pid' in l for _, l, _ in got):
+        fail("the allocation size histogram is labelled by pid")
+    buckets = {float(l['le']): v for n, l, v in got if n.endswith('_bucket')}
+    if not buckets:
+        fail("no allocation size histogram (%s)" % when)
+    ok = expect('size buckets (%d), %s' % (len(buckets), when),
+                int(all(v == sum(1 for x in sizes if x <= le) for le, v in buckets.items())), 1)
+    ok &= expect('size sum, ' + when, sum(v for n, _, v in got if n.endswith('_sum')), sum(sizes))
+    ok &= expect('size count, ' + when, sum(v for n, _, v in got if n.endswith('_count')), len(sizes))
+    return ok
+
+
+def exit_workload(w):
+    w.stdin.write('\n')
+    w.stdin.flush()
+    w.wait(timeout=10)
 
 
 def by_label(samples, name, pid, label):
@@ -65,13 +94,7 @@ def main():
         ok &= expect('gpu_memory_live_bytes', total(s, 'gpu_memory_live_bytes', pid=pid), truth['live_bytes'] + truth['vmm_mapped_bytes'])
         for k in ('vmm_mapped_bytes', 'vmm_physical_bytes', 'vmm_reserved_bytes'):
             ok &= expect('gpu_memory_' + k, total(s, 'gpu_memory_' + k, pid=pid), truth[k])
-        buckets = {float(l['le']): v for l, v in select(s, 'gpu_memory_allocation_size_bytes_bucket', pid=pid)}
-        if not buckets:
-            fail("no allocation size histogram for pid %d" % pid)
-        hist_ok = all(v == sum(1 for x in sizes if x <= le) for le, v in buckets.items())
-        ok &= expect('gpu_memory_allocation_size_bytes buckets (%d)' % len(buckets), int(hist_ok), 1)
-        ok &= expect('gpu_memory_allocation_size_bytes_sum', total(s, 'gpu_memory_allocation_size_bytes_sum', pid=pid), sum(sizes))
-        ok &= expect('gpu_memory_allocation_size_bytes_count', total(s, 'gpu_memory_allocation_size_bytes_count', pid=pid), len(sizes))
+        ok &= expect_sizes(s, sizes, 'one process')
         alloc_fns = ('cuMemAlloc_v2', 'cuMemAllocPitch_v2', 'cuMemAllocAsync', 'cuMemAllocFromPoolAsync',
                      'cuMemAllocManaged', 'cuMemCreate')
         for family, want in (('gpu_memory_allocation_failures_total', errs(*alloc_fns)),
@@ -101,12 +124,24 @@ def main():
                      total(s, 'vigil_agent_attach_failures_total', set='cuda'), 0)
         ok &= expect('vigil_agent_ringbuf_drops_total{set="cuda"}', total(s, 'vigil_agent_ringbuf_drops_total', set='cuda'), 0)
 
-        w.stdin.write('\n')
-        w.stdin.flush()
-        w.wait(timeout=10)
+        # The size histogram is one per container and program: a second process of the same
+        # program adds to it, and what the first counted stays in it after its series are gone.
+        w2, truth2 = run_workload(agent, [workload_bin], 'cuda', 'libcuda.so', env=env)
+        time.sleep(0.5)
+        both = sizes + truth2['sizes']
+        ok &= expect_sizes(agent.scrape(), both, 'two processes')
+        exit_workload(w)
         time.sleep(GRACE_S + 1.5)
-        left = [n for n, l, v in agent.scrape() if l.get('pid') == str(pid)]
+        s = agent.scrape()
+        left = [n for n, l, v in s if l.get('pid') == str(pid)]
         ok &= expect('series of the exited pid after the grace period', len(left), 0)
+        ok &= expect_sizes(s, both, 'one exited, one alive')
+        exit_workload(w2)
+        time.sleep(2 * GRACE_S + 2)  # its grace period, then the group's, with no member left
+        s = agent.scrape()
+        ok &= expect('series of the second pid after the grace period',
+                     len([n for n, l, v in s if l.get('pid') == str(truth2['pid'])]), 0)
+        ok &= expect('size histogram series once both are gone', len(group_sizes(s)), 0)
         if not ok:
             fail("agent's CUDA metrics differ from what the workload did")
     print("ok")

@@ -21,17 +21,18 @@ def main():
         pid = truth['pid']
         time.sleep(0.5)
         s = agent.scrape()
+        group = {'comm': 'cuda_workload', 'container_id': ''}  # the size histogram is per program
         checks = [
-            ('gpu_memory_allocations_total', truth['allocs']),
-            ('gpu_memory_small_allocations_total', truth['small_allocs']),
-            ('gpu_memory_allocation_size_bytes_count', truth['allocs']),
-            ('gpu_memory_allocation_size_bytes_sum', truth['alloc_bytes']),
-            ('gpu_memory_driver_allocated_bytes', truth['live_bytes']),
+            ('gpu_memory_allocations_total', truth['allocs'], {'pid': pid}),
+            ('gpu_memory_small_allocations_total', truth['small_allocs'], {'pid': pid}),
+            ('gpu_memory_allocation_size_bytes_count', truth['allocs'], group),
+            ('gpu_memory_allocation_size_bytes_sum', truth['alloc_bytes'], group),
+            ('gpu_memory_driver_allocated_bytes', truth['live_bytes'], {'pid': pid}),
         ]
         calls = {l['function']: v for n, l, v in s if n == 'cuda_driver_calls_total' and l.get('pid') == str(pid)}
         ok = True
-        for name, want in checks:
-            got = total(s, name, pid=pid)
+        for name, want, labels in checks:
+            got = total(s, name, **labels)
             print('%-44s agent %-12d workload %-12d %s' % (name, got, want, 'ok' if got == want else 'MISMATCH'))
             ok &= got == want
         for fn, want in (('cuMemAlloc_v2', THREADS * ITERATIONS), ('cuMemFree_v2', truth['frees'])):

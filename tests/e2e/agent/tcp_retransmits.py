@@ -5,7 +5,8 @@ bulk transfer. The agent's retransmits for the sending pid must equal the kernel
 and for an accepted (server-side) sender; a listener's SYN-ACK retransmits must equal the kernel's
 TCPSynRetrans and name the connecting peer (not the listener's own 0.0.0.0); RTO and backoff must
 rise while the link is blackholed; clients refused by a reset are counted per program, equal to
-the kernel's AttemptFails, and their counts outlive them (no per-process series for them).
+the kernel's AttemptFails, and their counts outlive them by a grace period (no per-process series
+for them).
 usage: tcp_retransmits.py VIGIL_AGENT TCP_BULK"""
 import os
 import shutil
@@ -214,10 +215,20 @@ def check_refused(agent, nets, bulk, clients=20):
             fail("tcp_resets_total carries pid: one series per refused client")
         if any(l.get('comm') == 'refused_client' for n, l, _ in s if n != 'tcp_resets_total'):
             fail("refused clients have series of their own besides the reset count")
-        time.sleep(GRACE_S + 2.5)  # past the grace period: the clients' kernel state is dropped, the count stays
-        after = total(agent.scrape(), 'tcp_resets_total', **q)
-        if after != ours:
-            fail("tcp_resets_total went from %d to %d once the clients expired" % (ours, after))
+        # Past the grace period the clients' kernel state is dropped and the count stays; one grace
+        # period after that the group, with no member left, is dropped too (series stay bounded).
+        exited = time.time()
+        while time.time() - exited < GRACE_S + 1.5:
+            after = total(agent.scrape(), 'tcp_resets_total', **q)
+            if after != ours:
+                fail("tcp_resets_total went from %d to %d %.1f s after the clients exited" % (ours, after, time.time() - exited))
+            time.sleep(0.5)
+        time.sleep(GRACE_S + 1.5)
+        left = select(agent.scrape(), 'tcp_resets_total', comm='refused_client')
+        if left:
+            fail("tcp_resets_total of refused_client still there %.1f s after its last member exited (2 grace periods)"
+                 % (time.time() - exited))
+        print("refused clients: count kept past their grace period, group gone after the next")
     finally:
         shutil.rmtree(os.path.dirname(client))
 

@@ -2,8 +2,8 @@
 """The agent's series budget on a crowded node, on the real kernel: what a node costs in the TSDB.
 
 One agent (all probe sets) watches, for --seconds:
-  - --gpu-procs stand-in CUDA workloads (tests/agent/cuda_workload on the stand-in libcuda),
-    alive throughout;
+  - --gpu-procs stand-in CUDA workloads (tests/agent/cuda_workload on the stand-in libcuda), spread
+    over --gpus device ordinals, alive throughout;
   - --tcp-procs processes each holding a TCP connection across a veth pair between two network
     namespaces, of which --lossy send bulk data through 5 % nftables loss (they retransmit);
   - --resets-per-s short-lived clients per second connecting to a closed port (each gets a reset).
@@ -13,7 +13,7 @@ removed) and RSS over the run. Goal of issue #16: <= 2,000 series, churn <= 100 
 RSS flat.
 
 usage: sudo bench/series_budget.py VIGIL_AGENT CUDA_WORKLOAD TCP_BULK [--seconds 300]
-       [--gpu-procs 20] [--tcp-procs 500] [--lossy 20] [--resets-per-s 10]
+       [--gpus 8] [--gpu-procs 20] [--tcp-procs 500] [--lossy 20] [--resets-per-s 10]
 """
 import argparse
 import os
@@ -80,6 +80,7 @@ def main():
     ap.add_argument('cuda_workload')
     ap.add_argument('tcp_bulk')
     ap.add_argument('--seconds', type=int, default=300)
+    ap.add_argument('--gpus', type=int, default=8)
     ap.add_argument('--gpu-procs', type=int, default=20)
     ap.add_argument('--tcp-procs', type=int, default=500)
     ap.add_argument('--lossy', type=int, default=20)
@@ -112,11 +113,14 @@ def main():
             for _ in range(a.lossy):  # long transfers through the loss: they retransmit all run long
                 procs.append(in_ns(na, [a.tcp_bulk, 'connect', B_ADDR, str(BULK_PORT), str(1 << 40)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-            for _ in range(a.gpu_procs):  # each runs once the agent has attached to its driver, then waits
-                w, _ = run_workload(agent, [a.cuda_workload], 'cuda', 'libcuda.so', timeout=30)
+            devices = set()
+            for i in range(a.gpu_procs):  # each runs once the agent has attached to its driver, then waits
+                env = dict(os.environ, CUDA_WORKLOAD_DEVICE=str(i % a.gpus))
+                w, truth = run_workload(agent, [a.cuda_workload], 'cuda', 'libcuda.so', env=env, timeout=30)
+                devices.add(truth['device'])
                 procs.append(w)
-            print('node: %d GPU processes, %d TCP holders (%d through loss), %.0f resets/s, %d s'
-                  % (a.gpu_procs, a.tcp_procs, a.lossy, a.resets_per_s, a.seconds), flush=True)
+            print('node: %d GPU processes on %d devices, %d TCP holders (%d through loss), %.0f resets/s, %d s'
+                  % (a.gpu_procs, len(devices), a.tcp_procs, a.lossy, a.resets_per_s, a.seconds), flush=True)
             print('%6s %8s %9s %9s %10s' % ('t (s)', 'series', 'created', 'removed', 'RSS (KiB)'))
             start = time.time()
             next_reset, next_sample = start, start

@@ -4,6 +4,7 @@
  * metrics are compared with. Waits for a line on stdin before starting and before exiting.
  * On the real driver the injected failures (VIGIL_FAKE_CUDA_FAIL) do not happen; the workload
  * records what each call really returned, so the comparison holds there too.
+ * CUDA_WORKLOAD_DEVICE picks the device ordinal of the full script (default 0).
  *   cuda_workload              the full script above
  *   cuda_workload quick N      N allocations of 1 KiB and their frees, then exit at once (churn)
  *   cuda_workload burst N      after a stdin line, N failing cuMemAlloc_v2 calls as fast as
@@ -220,7 +221,8 @@ int main(int argc, char **argv)
 	printf("ready pid=%d\n", getpid());
 	fflush(stdout);
 	wait_line();
-	if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx) ||
+	const char *ordinal = getenv("CUDA_WORKLOAD_DEVICE");
+	if (cuInit(0) || cuDeviceGet(&dev, ordinal ? atoi(ordinal) : 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx) ||
 	    cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) || cuDeviceGetDefaultMemPool(&pool, dev))
 		return 1;
 
@@ -294,9 +296,9 @@ int main(int argc, char **argv)
 	record("cuGraphExecUpdate_v2", cuGraphExecUpdate(exec, graph, NULL), 0);
 	record("cuGraphLaunch", cuGraphLaunch(none, stream), 0);
 
-	printf("{\"pid\": %d, \"stream\": \"0x%llx\", \"live_bytes\": %lld, \"vmm_mapped_bytes\": %lld, \"vmm_physical_bytes\": %lld, "
-	       "\"vmm_reserved_bytes\": %lld, \"allocs_in_capture\": %ld, \"sizes\": [",
-	       getpid(), (unsigned long long)(uintptr_t)stream, live_bytes, mapped, physical, reserved, allocs_in_capture);
+	printf("{\"pid\": %d, \"device\": %d, \"stream\": \"0x%llx\", \"live_bytes\": %lld, \"vmm_mapped_bytes\": %lld, "
+	       "\"vmm_physical_bytes\": %lld, \"vmm_reserved_bytes\": %lld, \"allocs_in_capture\": %ld, \"sizes\": [",
+	       getpid(), (int)dev, (unsigned long long)(uintptr_t)stream, live_bytes, mapped, physical, reserved, allocs_in_capture);
 	for (int i = 0; i < nsizes; i++)
 		printf("%s%zu", i ? ", " : "", sizes[i]);
 	printf("], ");

@@ -13,6 +13,7 @@
   X(request_finish)           \
   X(request_preempt)          \
   X(scheduler_step)           \
+  X(step_budget)              \
   X(alloc_segment_alloc)      \
   X(alloc_segment_free)       \
   X(alloc_block_alloc)        \

@@ -26,6 +26,21 @@
 namespace vigil {
 namespace {
 
+// The step latency target and what calibration found; a target no step can meet is said here, at
+// start, and stays visible as vigil_worker_step_latency_target_attainable 0.
+void report_step_target(const StepTargetStats& t) {
+  if (t.target_seconds <= 0) return;
+  std::fprintf(stderr,
+               "vigil-worker: step latency target %.0f ms: a decode step takes %.1f ms, a prompt token beside it "
+               "%.2f ms (calibrated at start, learned as it runs)\n",
+               t.target_seconds * 1e3, t.decode_step_seconds * 1e3, t.prefill_token_seconds * 1e3);
+  if (!t.attainable)
+    std::fprintf(stderr,
+                 "vigil-worker: warning: engine.step_latency_target %.0f ms is below a decode-only step (%.1f ms): "
+                 "steps will take longer than the target\n",
+                 t.target_seconds * 1e3, t.decode_step_seconds * 1e3);
+}
+
 constexpr const char* kUsage =
     "usage: vigil-worker serve -m MODEL [--host H] [--port P] [--config FILE] [--adapter-dir DIR]\n"
     "\n"
@@ -169,6 +184,7 @@ int serve_command(int argc, char** argv) {
                backend->backend_description().c_str(),
                config.engine.threads, std::string(policy_name(config.engine.policy)).c_str(),
                config.engine.max_context, config.engine.kv_blocks, config.engine.kv_block_size);
+  report_step_target(backend->stats().step_target);
   server.run();
   backend->shutdown();  // before the server: engine events post to its I/O context
   if (tp) tp->finish();

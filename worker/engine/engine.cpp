@@ -73,7 +73,35 @@ Engine::Engine(const LlamaModel& model, const Vocab& vocab, const EngineConfig& 
   stats_.kv_blocks_free = config.kv_blocks;
   stats_.graphs = backend_->graph_stats();
   batch_.reserve(static_cast<size_t>(std::max(config.max_batched_tokens, config.max_running)));
+  step_target_.target_seconds = std::chrono::duration<double>(config.step_latency_target).count();
+  if (step_target_.target_seconds > 0) calibrate();
+  stats_.step_target = step_target_;
   thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::calibrate() {
+  // On the constructing thread, where the backend was made (a CUDA device is current there).
+  const int n = std::min({64, config_.max_batched_tokens, config_.max_context - 1,
+                          config_.kv_blocks * config_.kv_block_size - 1});
+  KvSequence kv;
+  if (n < 2 || !blocks_.reserve(kv, n + 1, config_.kv_block_size)) return;
+  const int32_t vocab = model_.hparams().n_vocab;
+  auto run = [&](int begin, int end, bool generated) {
+    batch_.clear();
+    for (int p = begin; p < end; ++p) batch_.push_back({p % vocab, p, &kv, p + 1 == end, nullptr, generated});
+    const auto start = Clock::now();
+    backend_->forward(batch_);
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  run(0, n, false);  // pages the weights in
+  const double prefill = run(0, n, false);
+  double decode = run(n, n + 1, true);
+  for (int i = 0; i < 2; ++i) decode = std::min(decode, run(n, n + 1, true));
+  blocks_.release(kv);  // never published: the prefix cache does not see these positions
+  step_cost_.seed(decode, n, prefill);
+  step_target_.decode_step_seconds = step_cost_.decode_seconds(1);
+  step_target_.prefill_token_seconds = step_cost_.prefill_token_seconds();
+  step_target_.attainable = step_target_.decode_step_seconds <= step_target_.target_seconds;
 }
 
 BackendShape backend_shape(const EngineConfig& config) {
@@ -217,6 +245,7 @@ void Engine::admit() {
 }
 
 void Engine::step() {
+  const auto start = Clock::now();
   admit();
   if (running_.empty()) {
     publish_stats(0);
@@ -225,59 +254,99 @@ void Engine::step() {
   // Serve in policy order; preemption takes from the back (the request the policy ranks last).
   sort_by_policy(running_);
   std::vector<Slice> plan;
-  const uint64_t preempted = plan_batch(plan);
+  const StepPlan planned = plan_batch(plan);
   encode_batch(plan);
   if (!run_forward(plan)) {
-    publish_stats(preempted);
+    publish_stats(planned.preempted);
     return;
   }
   retire(sample_tokens(plan));
+  account_step(planned, std::chrono::duration<double>(Clock::now() - start).count());
   VIGIL_PROBE(scheduler_step, running_.size(), waiting_.size(), batch_.size(), blocks_.free_blocks());
-  publish_stats(preempted);
+  publish_stats(planned.preempted);
 }
 
-uint64_t Engine::plan_batch(std::vector<Slice>& plan) {
-  // Decodes first (one token each), then prefill chunks within the token budget.
+bool Engine::decoding(const Sequence& seq) {
+  return seq.n_computed == static_cast<int>(seq.tokens.size()) - 1 && seq.n_computed > 0;
+}
+
+Engine::StepPlan Engine::plan_batch(std::vector<Slice>& plan) {
+  // Decodes first (one token each), then prefill chunks within what the budget and the latency
+  // target leave: no stream waits a whole long prefill for its next token.
   plan.reserve(running_.size());
+  StepPlan step;
   int budget = config_.max_batched_tokens;
-  uint64_t preempted = 0;
   for (int pass = 0; pass < 2; ++pass) {
-    // running_.size() is read on every iteration: preemption shortens it from the back.
+    if (pass == 1) budget = step.prefill_budget = prefill_cap(static_cast<int>(plan.size()), budget);
+    // running_.size() is read on every iteration: preemption shortens it.
     for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
       Sequence& seq = *running_[i];
-      const int known = static_cast<int>(seq.tokens.size());
-      const bool decoding = seq.n_computed == known - 1 && seq.n_computed > 0;
-      if ((pass == 0) != decoding) continue;
-      const int n = std::min(known - seq.n_computed, budget);
-      preempted += make_room(seq, seq.n_computed + n, plan, budget);
+      if ((pass == 0) != decoding(seq)) continue;
+      const int n = std::min(static_cast<int>(seq.tokens.size()) - seq.n_computed, budget);
+      step.preempted += make_room(seq, seq.n_computed + n, plan, budget);
       if (seq.kv.blocks.size() * static_cast<size_t>(config_.kv_block_size) < static_cast<size_t>(seq.n_computed + n))
         continue;  // no blocks even after preempting every lower-ranked sequence: retry next step
       plan.push_back({&seq, seq.n_computed, seq.n_computed + n});
       budget -= n;
     }
   }
-  return preempted;
+  for (const Slice& s : plan) (decoding(*s.seq) ? step.decode_tokens : step.prefill_tokens) += s.end - s.begin;
+  return step;
+}
+
+int Engine::prefill_cap(int decode_tokens, int budget) const {
+  if (step_target_.target_seconds <= 0 || decode_tokens == 0) return budget;
+  // At least a block of prompt a step, however tight the target: prompts must advance.
+  const int floor = std::min(budget, config_.kv_block_size);
+  return std::max(floor, step_cost_.prefill_budget(decode_tokens, step_target_.target_seconds, budget));
 }
 
 uint64_t Engine::make_room(Sequence& seq, int positions, std::vector<Slice>& plan, int& budget) {
-  // Preempt (free and recompute later) the lowest-ranked other sequences until seq's blocks fit;
-  // a victim's slice leaves the plan and its tokens go back to the budget.
+  // Preempt (free and recompute later) lower-ranked sequences until seq's blocks fit: the
+  // lowest-ranked one still in prefill and holding blocks (no stream pauses for it), else the
+  // lowest-ranked. A victim's slice leaves the plan and its tokens go back to the budget.
   uint64_t preempted = 0;
+  const auto self = std::find_if(running_.begin(), running_.end(), [&](const auto& r) { return r.get() == &seq; });
   while (!blocks_.reserve(seq.kv, positions, config_.kv_block_size)) {
-    Sequence* victim = running_.back().get();
-    if (victim == &seq) break;
+    auto victim = std::prev(running_.end());
+    for (auto it = victim; it != self; --it)
+      if (!decoding(**it) && !(*it)->kv.blocks.empty()) {
+        victim = it;
+        break;
+      }
+    if (victim == self) break;
+    Sequence& v = **victim;
     std::erase_if(plan, [&](const Slice& s) {
-      if (s.seq == victim) budget += s.end - s.begin;
-      return s.seq == victim;
+      if (s.seq == &v) budget += s.end - s.begin;
+      return s.seq == &v;
     });
-    VIGIL_PROBE(request_preempt, victim->id, victim->tokens.size(), victim->kv.blocks.size());
-    blocks_.release(victim->kv);
-    victim->n_computed = 0;
-    waiting_.push_back(std::move(running_.back()));
-    running_.pop_back();
+    VIGIL_PROBE(request_preempt, v.id, v.tokens.size(), v.kv.blocks.size());
+    blocks_.release(v.kv);
+    v.n_computed = 0;
+    waiting_.push_back(std::move(*victim));
+    running_.erase(victim);
     ++preempted;
   }
   return preempted;
+}
+
+void Engine::account_step(const StepPlan& step, double seconds) {
+  const double predicted = step_cost_.predict(step.decode_tokens, step.prefill_tokens);
+  step_cost_.observe(step.decode_tokens, step.prefill_tokens, seconds);
+  StepTargetStats& t = step_target_;
+  VIGIL_PROBE(step_budget, step.decode_tokens, step.prefill_tokens, step.prefill_budget,
+              static_cast<uint64_t>(predicted * 1e9), static_cast<uint64_t>(seconds * 1e9),
+              static_cast<uint64_t>(t.target_seconds * 1e9));
+  if (t.target_seconds <= 0 || step.decode_tokens == 0) return;
+  t.decode_step_seconds = step_cost_.decode_seconds(step.decode_tokens);
+  t.prefill_token_seconds = step_cost_.prefill_token_seconds();
+  t.attainable = t.decode_step_seconds <= t.target_seconds;
+  ++t.steps;
+  if (seconds > t.target_seconds) ++t.steps_over;
+  const auto& bounds = StepTargetStats::kChunkBounds;
+  const auto bucket = std::lower_bound(bounds.begin(), bounds.end(), step.prefill_tokens) - bounds.begin();
+  ++t.chunk_counts[static_cast<size_t>(bucket)];
+  t.chunk_tokens += static_cast<uint64_t>(step.prefill_tokens);
 }
 
 void Engine::encode_batch(const std::vector<Slice>& plan) {
@@ -364,6 +433,7 @@ void Engine::publish_stats(uint64_t preempted) {
   stats_.prefix_cache_hits = blocks_.prefix_hits();
   stats_.preemptions += preempted;
   stats_.graphs = backend_->graph_stats();  // graph counters are engine-thread only: copied here
+  stats_.step_target = step_target_;
   ++stats_.steps;
 }
 

@@ -2,7 +2,9 @@
 // step (continuous batching), streams tokens back, and frees everything a request held.
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -20,6 +22,7 @@
 #include "engine/adapter_registry.h"
 #include "engine/request.h"
 #include "engine/scheduler_policy.h"
+#include "engine/step_cost.h"
 #include "model/vocab.h"
 
 namespace vigil {
@@ -38,6 +41,10 @@ struct EngineConfig {
   // token_budget: remaining tokens forgiven per second waited, so long requests cannot starve
   // (docs/performance.md: 200 keeps P99 TTFT at FCFS's with a lower median). 0: pure shortest-first.
   double token_budget_aging = 200;
+  // Stall-free batching: while any sequence decodes, a step takes only the prompt tokens predicted
+  // to keep it within this long (the engine learns its step costs as it runs); with nothing
+  // decoding, prefill runs at max_batched_tokens. 0: off, every step up to max_batched_tokens.
+  std::chrono::milliseconds step_latency_target{0};
   // Not from YAML: `serve` builds it from the backend section (and `serve --tp` on the leader rank,
   // a CPU backend split over the group). Empty: the CPU backend.
   BackendFactory make_backend;
@@ -55,6 +62,21 @@ struct SubmitResult {
   std::string message;  // otherwise: why, for the client
 };
 
+// The step latency target and what the engine learned of its steps (engine.step_latency_target).
+struct StepTargetStats {
+  // Upper bounds of the prefill-chunk histogram (prompt tokens in a step that held decodes); the
+  // last bucket is everything above.
+  static constexpr std::array<int, 9> kChunkBounds{0, 8, 16, 32, 64, 128, 256, 512, 1024};
+  double target_seconds = 0;         // 0: off
+  double decode_step_seconds = 0;    // learned: a decode-only step of the latest step's decodes
+  double prefill_token_seconds = 0;  // learned: one prompt token beside them
+  bool attainable = true;            // a decode-only step fits the target
+  uint64_t steps = 0;                // steps that held decodes, target on
+  uint64_t steps_over = 0;           // ... that took longer than the target
+  std::array<uint64_t, kChunkBounds.size() + 1> chunk_counts{};  // per bucket, not cumulative
+  uint64_t chunk_tokens = 0;
+};
+
 struct EngineStats {
   int running = 0;
   int waiting = 0;
@@ -66,6 +88,7 @@ struct EngineStats {
   uint64_t prefix_cache_hits = 0;     // of those, served from cached blocks
   AllocatorStats allocator;  // the caching allocator holding the KV cache
   std::optional<GraphStats> graphs;  // decode-graph counters of a GPU backend
+  StepTargetStats step_target;
 };
 
 class Engine {
@@ -104,14 +127,28 @@ class Engine {
   // One scheduling step: admit, plan, one forward pass over every planned slice, sample, stream.
   void step();
   void admit();
-  // The step's slices in policy order; returns how many sequences were preempted to fit them.
-  uint64_t plan_batch(std::vector<Slice>& plan);
+  // What plan_batch put in a step.
+  struct StepPlan {
+    int decode_tokens = 0;
+    int prefill_tokens = 0;
+    int prefill_budget = 0;  // the most prompt tokens the step could take
+    uint64_t preempted = 0;
+  };
+  // The step's slices in policy order: decodes, then prompt chunks within prefill_cap.
+  StepPlan plan_batch(std::vector<Slice>& plan);
   // Reserves KV blocks for `positions` of seq, preempting lower-ranked sequences (dropped from
-  // `plan`, their tokens back in `budget`) while they do not fit; returns how many it preempted.
+  // `plan`, their tokens back in `budget`) while they do not fit, those still in prefill first;
+  // returns how many it preempted.
   uint64_t make_room(Sequence& seq, int positions, std::vector<Slice>& plan, int& budget);
   void encode_batch(const std::vector<Slice>& plan);  // plan -> batch_
   // The forward pass over batch_; false when it threw (the planned sequences then ended in kError).
   bool run_forward(const std::vector<Slice>& plan);
+  // Times a decode-only step and a prompt chunk alone once, to seed the step cost model.
+  void calibrate();
+  // The most prompt tokens beside `decode_tokens` decodes: what the latency target leaves.
+  int prefill_cap(int decode_tokens, int budget) const;
+  // Learns from the step just run and accounts it against the latency target.
+  void account_step(const StepPlan& step, double seconds);
   // Records what was computed and samples where a slice reached its last known token; returns the
   // sequences that finished (reason in pending.finish), events of the others already sent.
   std::vector<Sequence*> sample_tokens(const std::vector<Slice>& plan);
@@ -122,6 +159,7 @@ class Engine {
   void sort_by_policy(std::vector<std::unique_ptr<Sequence>>& list);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "");
   void publish_stats(uint64_t preempted);  // copies the engine thread's counts into stats_
+  static bool decoding(const Sequence& seq);  // its next step computes one generated token
 
   const LlamaModel& model_;
   const Vocab& vocab_;
@@ -131,6 +169,8 @@ class Engine {
   std::unique_ptr<ForwardBackend> backend_;  // owns the KV storage blocks_ numbers
   std::string backend_description_;
   std::unique_ptr<SchedulerPolicy> policy_;
+  StepCostModel step_cost_;      // engine thread only (and the constructor, before it starts)
+  StepTargetStats step_target_;  // engine thread's copy, published into stats_ after each step
 
   mutable std::mutex mu_;
   std::condition_variable wake_;

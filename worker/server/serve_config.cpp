@@ -52,6 +52,7 @@ void parse_engine(const std::string& prefix, const YAML::Node& node, EngineConfi
       {"batch_window_ms", [&](K k, V v) { e.batch_window_ms = number(k, v, 0.0, 10000.0); }},
       {"prefix_caching", [&](K k, V v) { e.prefix_caching = boolean(k, v); }},
       {"token_budget_aging", [&](K k, V v) { e.token_budget_aging = number(k, v, 0.0, 1e6); }},
+      {"step_latency_target", [&](K k, V v) { e.step_latency_target = duration(k, v); }},
       {"policy", [&](K k, V v) {
          std::string name = scalar(k, v);
          auto kind = parse_policy(name);

@@ -89,7 +89,11 @@ WorkerMetrics::WorkerMetrics(const std::string& model, std::string_view version,
                       .Register(*registry_).Add({}, kLengthBuckets)),
       generation_len_(BuildHistogram().Name("vigil_worker_request_generation_tokens")
                           .Help("Generated length of finished requests, in tokens.")
-                          .Register(*registry_).Add({}, kLengthBuckets)) {
+                          .Register(*registry_).Add({}, kLengthBuckets)),
+      step_target_(BuildGauge().Name("vigil_worker_step_latency_target_seconds")
+                       .Help("engine.step_latency_target: the step length prompt chunks are sized for while "
+                             "sequences decode (0: off).")
+                       .Register(*registry_).Add({})) {
   auto& success = BuildCounter().Name("vigil_worker_request_success_total")
                       .Help("Finished requests by finish reason.").Register(*registry_);
   for (auto reason : {FinishReason::kStop, FinishReason::kLength, FinishReason::kCancelled, FinishReason::kError})
@@ -156,6 +160,8 @@ std::string WorkerMetrics::scrape(const EngineStats& stats) {
   advance(prefix_hits_, prefix_hits_seen_, stats.prefix_cache_hits);
   advance(preemptions_, preemptions_seen_, stats.preemptions);
   if (stats.graphs) scrape_graphs(*stats.graphs);
+  step_target_.Set(stats.step_target.target_seconds);
+  if (stats.step_target.target_seconds > 0) scrape_step_target(stats.step_target);
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
 
@@ -183,6 +189,45 @@ void WorkerMetrics::scrape_graphs(const GraphStats& now) {
   advance(*g.eager_disabled, g.seen.fallback_disabled, now.fallback_disabled);
   advance(*g.eager_no_bucket, g.seen.fallback_no_bucket, now.fallback_no_bucket);
   advance(*g.eager_failed_bucket, g.seen.fallback_failed_bucket, now.fallback_failed_bucket);
+}
+
+void WorkerMetrics::scrape_step_target(const StepTargetStats& now) {
+  if (!step_series_) {
+    auto gauge = [&](const char* name, const char* help, const prometheus::Labels& labels = {}) -> prometheus::Gauge& {
+      return BuildGauge().Name(name).Help(help).Register(*registry_).Add(labels);
+    };
+    auto& cost = BuildGauge().Name("vigil_worker_step_cost_seconds")
+                     .Help("What the engine learned a step costs: a decode-only step of the latest step's decodes "
+                           "(part=decode_step), one prompt token beside them (part=prefill_token).")
+                     .Register(*registry_);
+    prometheus::Histogram::BucketBoundaries bounds(StepTargetStats::kChunkBounds.begin(),
+                                                   StepTargetStats::kChunkBounds.end());
+    step_series_ = std::make_unique<StepTargetSeries>(StepTargetSeries{
+        &cost.Add({{"part", "decode_step"}}), &cost.Add({{"part", "prefill_token"}}),
+        &gauge("vigil_worker_step_latency_target_attainable",
+               "1 when a decode-only step of the current batch fits engine.step_latency_target, 0 when even "
+               "that is longer (the target cannot be met: raise it or run fewer sequences)."),
+        &BuildCounter().Name("vigil_worker_decode_steps_total")
+             .Help("Steps that held decoding sequences, with a step latency target set.").Register(*registry_).Add({}),
+        &BuildCounter().Name("vigil_worker_decode_steps_over_target_total")
+             .Help("Of those, steps that took longer than engine.step_latency_target.").Register(*registry_).Add({}),
+        &BuildHistogram().Name("vigil_worker_step_prefill_chunk_tokens")
+             .Help("Prompt tokens in each step that held decoding sequences: the chunk the latency target allowed.")
+             .Register(*registry_).Add({}, bounds),
+        StepTargetStats{}});
+  }
+  StepTargetSeries& t = *step_series_;
+  t.decode_step->Set(now.decode_step_seconds);
+  t.prefill_token->Set(now.prefill_token_seconds);
+  t.attainable->Set(now.attainable ? 1 : 0);
+  advance(*t.steps, t.seen.steps, now.steps);
+  advance(*t.steps_over, t.seen.steps_over, now.steps_over);
+  std::vector<double> increments(now.chunk_counts.size());
+  for (size_t i = 0; i < increments.size(); ++i)
+    increments[i] = static_cast<double>(now.chunk_counts[i] - t.seen.chunk_counts[i]);
+  t.chunks->ObserveMultiple(increments, static_cast<double>(now.chunk_tokens - t.seen.chunk_tokens));
+  t.seen.chunk_counts = now.chunk_counts;
+  t.seen.chunk_tokens = now.chunk_tokens;
 }
 
 }  // namespace vigil

@@ -82,6 +82,18 @@ class WorkerMetrics {
   void scrape_graphs(const GraphStats& stats);
   std::unique_ptr<GraphSeries> graphs_;
 
+  // engine.step_latency_target: the target is always exported (0: off); what the engine learned
+  // and how steps held to it, from the first scrape with a target set.
+  prometheus::Gauge& step_target_;
+  struct StepTargetSeries {
+    prometheus::Gauge *decode_step, *prefill_token, *attainable;
+    prometheus::Counter *steps, *steps_over;
+    prometheus::Histogram* chunks;
+    StepTargetStats seen;
+  };
+  void scrape_step_target(const StepTargetStats& stats);
+  std::unique_ptr<StepTargetSeries> step_series_;
+
   std::mutex scrape_mu_;        // scrapes may come from several I/O threads
   // An adapter's series is added on its first request and reused after; names are bounded by
   // what operators load (at most kMaxAdapters at a time).

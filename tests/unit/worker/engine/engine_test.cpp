@@ -142,6 +142,60 @@ TEST_F(EngineTest, PreemptionUnderATinyCacheCompletesEveryRequestCorrectly) {
   EXPECT_EQ(engine.stats().kv_blocks_free, tiny.kv_blocks);
 }
 
+TEST_F(EngineTest, ALatencyTargetChunksPromptsBesideDecodesWithoutChangingResults) {
+  std::vector<RequestParams> requests;
+  for (size_t i = 0; i < kQuestions.size(); ++i) requests.push_back(request(kQuestions[i], 12 + static_cast<int>(i) * 3));
+  EngineConfig alone_cfg;
+  alone_cfg.max_running = 1;
+  Engine alone(*model_, *vocab_, alone_cfg);
+  std::vector<Outcome> expected;
+  for (const auto& r : requests) expected.push_back(run(alone, {r})[0]);
+
+  // 1 ms is below any decode step of this model (it reads ~100 MB of weights a step): every step
+  // that holds decodes takes the floor of one KV block of prompt.
+  EngineConfig cfg;
+  cfg.max_running = 8;
+  cfg.step_latency_target = std::chrono::milliseconds(1);
+  Engine engine(*model_, *vocab_, cfg);
+  const StepTargetStats calibrated = engine.stats().step_target;
+  EXPECT_DOUBLE_EQ(calibrated.target_seconds, 0.001);
+  EXPECT_GT(calibrated.decode_step_seconds, 0.0);
+  EXPECT_GT(calibrated.prefill_token_seconds, 0.0);
+  EXPECT_FALSE(calibrated.attainable);
+  auto got = run(engine, requests);
+  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(got[i].tokens, expected[i].tokens) << kQuestions[i];
+  const StepTargetStats t = engine.stats().step_target;
+  EXPECT_GT(t.steps, 0u);
+  uint64_t above_a_block = 0, chunked = 0;
+  for (size_t b = 0; b < t.chunk_counts.size(); ++b) {
+    if (b >= 1) chunked += t.chunk_counts[b];  // bucket 0 holds steps of decodes alone
+    if (b >= 3) above_a_block += t.chunk_counts[b];  // bounds 0, 8, 16, then above 16
+  }
+  EXPECT_GT(chunked, 0u) << "no prompt was chunked beside decodes";
+  EXPECT_EQ(above_a_block, 0u) << "a step with decodes took more than a block of prompt";
+  EXPECT_EQ(engine.stats().kv_blocks_free, cfg.kv_blocks);
+}
+
+TEST_F(EngineTest, PreemptionWithALatencyTargetCompletesEveryRequestCorrectly) {
+  std::vector<RequestParams> requests;
+  for (size_t i = 0; i < 6; ++i) requests.push_back(request(kQuestions[i], 40));
+  EngineConfig alone_cfg;
+  alone_cfg.max_running = 1;
+  Engine alone(*model_, *vocab_, alone_cfg);
+  std::vector<Outcome> expected;
+  for (const auto& r : requests) expected.push_back(run(alone, {r})[0]);
+
+  EngineConfig tiny;
+  tiny.kv_blocks = 12;
+  tiny.max_running = 6;
+  tiny.step_latency_target = std::chrono::milliseconds(20);
+  Engine engine(*model_, *vocab_, tiny);
+  auto got = run(engine, requests);
+  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(got[i].tokens, expected[i].tokens) << i;
+  EXPECT_GT(engine.stats().preemptions, 0u);
+  EXPECT_EQ(engine.stats().kv_blocks_free, tiny.kv_blocks);
+}
+
 TEST_F(EngineTest, CancelFreesBlocksAndEndsTheRequest) {
   EngineConfig cfg;
   Engine engine(*model_, *vocab_, cfg);

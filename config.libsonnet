@@ -43,6 +43,9 @@
     workerNotReadyFor: '5m',
     kvUsageThreshold: '0.9',
     kvFor: '5m',
+    // Inter-token latency P99 over itlWindow above the worker's step latency target this long.
+    itlWindow: '5m',
+    itlAboveTargetFor: '10m',
 
     // TTFT SLO: this share of requests get their first token within ttftSloSeconds (a bucket
     // boundary of vigil_worker_time_to_first_token_seconds, written as the worker writes `le`).
@@ -50,6 +53,9 @@
     ttftObjective: 0.99,  // a number: the burn thresholds are computed from it
 
     agentDownFor: '5m',
+    // How long a node whose agent target left discovery keeps VigilAgentDown firing (a node
+    // removed from the cluster for good stops paging after this).
+    agentGoneWindow: '1h',
     probesFor: '15m',
     dropsWindow: '15m',
 

@@ -171,17 +171,40 @@ local failuresIn(metric, window) =
             'A worker decodes without CUDA Graphs because its graphs failed.',
             '{{ $value | humanize }} decode steps in %(w)s ran eagerly on worker {{ $labels.instance }} %(where)s because their batch-size bucket\'s CUDA Graph failed to capture or launch (vigil_worker_cuda_graph_capture_failures_total, ..._launch_failures_total): decoding is slower until the worker restarts.' % { w: c.graphFailuresWindow, where: where },
           ),
+          alert(
+            'VigilWorkerInterTokenLatencyAboveTarget', 'warning', 'P2', 'worker',
+            // Only workers with a target (engine.step_latency_target > 0): it says what the
+            // operator asked streams to stay within.
+            |||
+              histogram_quantile(0.99, sum %(WL)s (rate(vigil_worker_inter_token_latency_seconds_bucket{%(sel)s}[%(w)s])))
+              > on (%(on)s)
+              max %(W)s (vigil_worker_step_latency_target_seconds{%(sel)s} > 0)
+            ||| % { W: W, WL: by(c.workerLabels + ['le']), on: std.join(', ', c.workerLabels), sel: c.workerSelector, w: c.itlWindow },
+            c.itlAboveTargetFor,
+            'Streams on a worker pause longer than its step latency target.',
+            'Inter-token latency P99 {{ $value | humanizeDuration }} over %(w)s on worker {{ $labels.instance }} %(where)s has stayed above its engine.step_latency_target for %(for)s: steps take longer than the target (vigil_worker_step_latency_target_attainable, vigil_worker_step_cost_seconds say whether decodes alone already do).' % { w: c.itlWindow, 'for': c.itlAboveTargetFor, where: where },
+          ),
         ],
       },
       {
         name: 'vigil-agent',
         rules: [
+          // A failing scrape leaves up == 0; a target gone from discovery (agent pod deleted,
+          // DaemonSet not scheduled) leaves no up at all, so the second half keeps, per node,
+          // the targets seen in the last agentGoneWindow that no agent of that node answers now.
+          // By node, not instance: an agent back under a new pod IP is the node observed again.
           alert(
             'VigilAgentDown', 'warning', 'P2', 'agent-self',
-            'up{%s} == 0' % c.agentSelector,
+            |||
+              up{%(sel)s} == 0
+              or
+              group by (cluster, node, instance, job) (max_over_time(up{%(sel)s}[%(w)s]))
+              unless on (cluster, node)
+              up{%(sel)s}
+            ||| % { sel: c.agentSelector, w: c.agentGoneWindow },
             c.agentDownFor,
             'Prometheus cannot scrape a Vigil agent: its node is not observed.',
-            'Agent {{ $labels.instance }} on {{ $labels.node }} has not answered its /metrics scrape for %s; GPU, NCCL and TCP alerts for its node cannot fire.' % c.agentDownFor,
+            'Agent {{ $labels.instance }} on {{ $labels.node }} has not answered its /metrics scrape, or has left service discovery, for %s; GPU, NCCL and TCP alerts for its node cannot fire.' % c.agentDownFor,
           ),
           alert(
             'VigilAgentProbesNotAttached', 'warning', 'P2', 'agent-self',

@@ -91,6 +91,13 @@ local proc = '{{node}} {{comm}}/{{pid}}';
          [t('histogram_quantile(%s, sum by (le) (rate(vigil_worker_time_to_first_token_seconds_bucket{%s}[$__rate_interval])))' % [q, W], 'p' + std.toString(std.parseInt(std.strReplace(q, '0.', '')))) for q in ['0.50', '0.90', '0.99']], 's'),
       ts('Inter-token latency', 'p50, p90, p99 gap between consecutive tokens.',
          [t('histogram_quantile(%s, sum by (le) (rate(vigil_worker_inter_token_latency_seconds_bucket{%s}[$__rate_interval])))' % [q, W], 'p' + std.toString(std.parseInt(std.strReplace(q, '0.', '')))) for q in ['0.50', '0.90', '0.99']], 's'),
+      ts('Inter-token latency p99 vs step latency target', 'Per pod: p99 of the gaps between streamed tokens, beside engine.step_latency_target (pods with a target only); VigilWorkerInterTokenLatencyAboveTarget fires when the p99 stays above it.',
+         [t('histogram_quantile(0.99, sum by (namespace, pod, le) (rate(vigil_worker_inter_token_latency_seconds_bucket{%s}[$__rate_interval])))' % W, 'p99 {{namespace}}/{{pod}}'),
+          t('max by (namespace, pod) (vigil_worker_step_latency_target_seconds{%s} > 0)' % W, 'target {{namespace}}/{{pod}}')], 's'),
+      ts('Step budget: prompt tokens beside decodes', 'Prompt tokens a step holding decodes took (p50, p99 of the chunk the target allowed) and the share of such steps over the target; a decode-only step of the batch (learned) above the target means no chunk can meet it.',
+         [t('histogram_quantile(%s, sum by (namespace, pod, le) (rate(vigil_worker_step_prefill_chunk_tokens_bucket{%s}[$__rate_interval])))' % [q, W], 'chunk p' + std.toString(std.parseInt(std.strReplace(q, '0.', ''))) + ' {{pod}}') for q in ['0.50', '0.99']]
+         + [t('sum by (namespace, pod) (rate(vigil_worker_decode_steps_over_target_total{%s}[$__rate_interval])) / sum by (namespace, pod) (rate(vigil_worker_decode_steps_total{%s}[$__rate_interval]))' % [W, W], 'share over target {{pod}}'),
+            t('max by (namespace, pod) (vigil_worker_step_cost_seconds{%s, part="decode_step"}) / max by (namespace, pod) (vigil_worker_step_latency_target_seconds{%s} > 0)' % [W, W], 'decode step / target {{pod}}')]),
       ts('End-to-end and queue time p99', 'Arrival to last token, and arrival to admission.',
          [t('histogram_quantile(0.99, sum by (le) (rate(vigil_worker_e2e_request_latency_seconds_bucket{%s}[$__rate_interval])))' % W, 'e2e p99'),
           t('histogram_quantile(0.99, sum by (le) (rate(vigil_worker_request_queue_time_seconds_bucket{%s}[$__rate_interval])))' % W, 'queue p99')], 's'),

@@ -7,7 +7,7 @@ DEBIAN_PACKAGES=(
   clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
   prometheus-cpp-dev libyaml-cpp-dev libboost-dev systemtap-sdt-dev
   libgloo-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
-  prometheus prometheus-alertmanager nftables iproute2 curl jsonnet
+  prometheus prometheus-alertmanager victoria-metrics nftables iproute2 curl jsonnet
   podman buildah mmdebstrap runc
 )
 

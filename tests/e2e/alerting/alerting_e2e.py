@@ -42,13 +42,18 @@ class Worker:
     def __init__(self, binary, model):
         self.port = free_port()
         self.log = open(os.path.join('/tmp', 'vigil-alerting-worker-%d.log' % os.getpid()), 'w+')
-        self.proc = subprocess.Popen([binary, 'serve', '-m', model, '--port', str(self.port)],
+        # A step latency target, so its series (and the dashboard panels on them) exist.
+        self.config = os.path.join('/tmp', 'vigil-alerting-worker-%d.yaml' % os.getpid())
+        with open(self.config, 'w') as f:
+            f.write('engine:\n  step_latency_target: 100ms\n')
+        self.proc = subprocess.Popen([binary, 'serve', '-m', model, '--port', str(self.port), '--config', self.config],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         try:
             wait_until('worker ready', self.ready, 60)
         except BaseException:  # fail() exits: the worker must not outlive the test
             self.proc.kill()
             self.proc.wait()
+            os.unlink(self.config)
             raise
         self.stopping = threading.Event()
         self.requests = 0
@@ -87,6 +92,7 @@ class Worker:
             self.proc.wait()
         self.log.close()
         os.unlink(self.log.name)
+        os.unlink(self.config)
 
 
 def process_labels(agent, metric, pid):

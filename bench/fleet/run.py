@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""The fleet benchmark (bench/fleet/run.sh): N simulated nodes through the pipeline (pipeline.py),
+faults on chosen nodes (a fragmentation + graph-failure P1 on two, a TCP stall with a correlated
+abort on one, an agent that stops answering and one that leaves discovery), the pages checked
+(signals.py), then the measurement table (measure.py).
+usage: run.py [--nodes 1000] [--gpus 8] [--interval 15] [--table-out FILE]"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from measure import snapshot, table  # noqa: E402
+from pipeline import Pipeline, rule_overrides, wait_until  # noqa: E402
+from signals import check  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--nodes', type=int, default=1000)
+    ap.add_argument('--gpus', type=int, default=8)
+    ap.add_argument('--interval', type=int, default=15, help='seconds between scrapes and between rule evaluations')
+    ap.add_argument('--table-out')
+    args = ap.parse_args()
+    n, i = args.nodes, args.interval
+    if n < 10:
+        sys.exit("--nodes: at least 10")
+    # Faults start once every target has been scraped a few times and last long enough for each
+    # alert's `for` (rule_overrides); the resolves need one failure window after the end.
+    start, end = 6 * i, 16 * i
+    faults = [{'node': n // 7, 'kind': 'gpu', 'start': start, 'end': end},
+              {'node': n // 2, 'kind': 'tcp', 'start': start, 'end': end},
+              {'node': n - 2, 'kind': 'gpu', 'start': start, 'end': end},
+              {'node': n // 3, 'kind': 'down', 'start': start, 'end': end},
+              {'node': 2 * n // 3, 'kind': 'gone', 'start': start, 'end': end}]
+    overrides = rule_overrides(i)
+    with Pipeline(n, args.gpus, i, faults, overrides) as pipe:
+        print("pipeline up in %.0f s; faults at %d..%d s: %s" % (
+            pipe.now(), start, end, ', '.join('%s on node %d' % (f['kind'], f['node']) for f in faults)), flush=True)
+        wait_until('every target scraped', lambda: pipe.now() > start - 2 * i, 10 * i, step=1)
+        a = snapshot(pipe)
+        wait_until('the faults under way', lambda: pipe.now() > end - i, 20 * i, step=1)
+        b = snapshot(pipe)
+        firing = sorted((r['metric']['alertname'], r['metric'].get('node', '')) for r in pipe.query(
+            'prometheus', 'ALERTS{alertstate="firing"}'))
+        signals = check(pipe, faults, n, overrides, resolve_by=end + 10 * i)
+        print("\nsignals (alert, node, s from fault start to notification, s from the fault's end to resolved;"
+              " for the correlated abort, from one window after it):")
+        for alertname, node, fired, resolved in signals:
+            print("  %-34s %s  fired +%.0f s  resolved +%.0f s" % (alertname, node, fired, resolved))
+        print("Prometheus (baseline) firing near the fault's end: %s" % firing)
+        text = table(pipe, a, b, n, args.gpus)
+        print('\n' + text, flush=True)
+        if args.table_out:
+            with open(args.table_out, 'w') as f:
+                f.write(text + '\n')
+    print("ok")
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs the fleet benchmark (bench/fleet/run.py): simulated nodes through two vmagent shards,
+# VictoriaMetrics, vmalert and Alertmanager, with Prometheus as the baseline; prints the table.
+# usage: bench/fleet/run.sh [--nodes 1000] [--gpus 8] [--interval 15] [--table-out FILE]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+for bin in prometheus prometheus-alertmanager victoria-metrics vmagent vmalert jsonnet; do
+  command -v "$bin" >/dev/null || { echo "run.sh: $bin missing (scripts/setup.sh installs it)" >&2; exit 1; }
+done
+py=$("$here/../../tests/alerts/python_env.sh")
+exec "$py" "$here/run.py" "$@"

@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""Fleet simulator: one process serving N vigil-agent endpoints built from real recorded scrapes.
+
+Why one port with a path per node (/node/<i>/metrics) and not one port per node: the scrapers
+reach every node through one listener and a file_sd target list that sets __metrics_path__,
+instance, node and cluster per target, so N is not bounded by ports or file descriptors of
+listeners, and "an agent removed from discovery" is just a target dropped from that file. One
+asyncio loop keeps every scraper's keep-alive connection without a thread per connection.
+
+Each node runs --gpus ranks (one process per GPU). A rank's series are the recorded GPU process's
+and NCCL process's series (bench/fleet/recordings, from record.py) under the rank's own pid, pod,
+container and peer; counters grow at the recorded rates times a per-rank factor, gauges keep
+their recorded values. The agent's own series come once per node. Faults (--faults JSON list of
+{"node": i, "kind": k, "start": s, "end": e}, seconds after start) change a node's rank 0:
+  gpu   the fault recording's GPU series (small allocations, failing graph launches): the P1
+        VigilGpuFragmentationGraphFailures
+  tcp   the fault recording's TCP/NCCL series (backoff, stall, risk, a correlated abort): the P1s
+        VigilNcclTcpTimeoutRiskHigh and VigilNcclTcpCorrelatedTimeouts
+  down  the endpoint answers 503 (the agent hangs or crashes; its target stays)
+  gone  the target leaves the file_sd list and the endpoint answers 404 (the pod is gone)
+Prints "ready port=P t0=T" once serving. usage: simulate.py --nodes N --sd-file F [--faults JSON]"""
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import re
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+IDENTITY = ('pid', 'comm', 'container_id', 'pod_uid', 'namespace', 'pod', 'container')
+GPU_FAMILIES = ('gpu_', 'cuda_')  # the families the gpu fault changes; tcp_ and nccl_ for tcp
+
+
+def parse(path):
+    """(header fields, families in order {name: [HELP/TYPE lines]}, types, samples [(name, labels, value)])."""
+    header, families, types, samples = {}, {}, {}, []
+    with open(path) as f:
+        for line in f.read().splitlines():
+            if line.startswith('# vigil-fleet '):
+                header = dict(kv.split('=') for kv in line.split()[2:])
+            elif line.startswith('# HELP ') or line.startswith('# TYPE '):
+                name = line.split()[2]
+                families.setdefault(name, []).append(line)
+                if line.startswith('# TYPE '):
+                    types[name] = line.split()[3]
+            elif line and not line.startswith('#'):
+                m = SAMPLE.match(line)
+                samples.append((m.group(1), LABEL.findall(m.group(2) or ''), float(m.group(3))))
+    return header, families, types, samples
+
+
+def family_of(name, types):
+    for suffix in ('_bucket', '_sum', '_count'):
+        if name.endswith(suffix) and types.get(name[:-len(suffix)]) == 'histogram':
+            return name[:-len(suffix)]
+    return name
+
+
+class Recording:
+    """The four recorded scrapes as series keyed by (part, name, labels without identity):
+    part 'gpu' or 'nccl' for the two workload processes, 'node' for the agent's own series."""
+
+    def __init__(self, folder):
+        self.families, self.types = {}, {}
+        states = {}
+        for state in ('healthy', 'healthy.later', 'fault', 'fault.later'):
+            header, families, types, samples = parse(os.path.join(folder, state + '.prom'))
+            for name, lines in families.items():
+                self.families.setdefault(name, lines)
+            self.types.update(types)
+            dt = float(header['time'])
+            parts = {header['gpu_pid']: 'gpu', header['nccl_pid']: 'nccl'}
+            series = {}
+            for name, labels, value in samples:
+                d = dict(labels)
+                if 'pid' in d:
+                    part = parts.get(d['pid'])
+                    if part is None:
+                        continue  # another process on the recording machine
+                elif d.get('comm', 'python3') not in ('python3', '[unattributed]'):
+                    continue
+                else:
+                    part = 'node'
+                key = (part, name, tuple((k, v) for k, v in labels if part == 'node' or k not in IDENTITY))
+                series[key] = (tuple(k for k, _ in labels), value)
+            states[state] = (dt, series)
+        self.healthy = self.rates(states['healthy'], states['healthy.later'])
+        self.fault = self.rates(states['fault'], states['fault.later'])
+
+    def rates(self, first, later):
+        """{key: (label names, value now, counter rate per second or None for a gauge)}."""
+        (t0, s0), (t1, s1) = first, later
+        out = {}
+        for key, (names, v1) in s1.items():
+            counter = self.types.get(family_of(key[1], self.types)) in ('counter', 'histogram')
+            v0 = s0.get(key, (names, v1))[1]
+            out[key] = (names, v1, max(0.0, (v1 - v0) / (t1 - t0)) if counter else None)
+        return out
+
+
+def esc(v):
+    return v.replace('\\', '\\\\').replace('"', '\\"')
+
+
+def identity(i, n, clusters):
+    """Node I's target labels (and the address of its ring peer, node I+1)."""
+    ip = lambda j: '10.64.%d.%d' % (j // 256, j % 256)  # noqa: E731
+    return {'cluster': 'fleet-%d' % (i * clusters // n), 'node': 'gpu-node-%04d' % i,
+            'instance': ip(i) + ':9435', 'peer': ip((i + 1) % n)}
+
+
+def rank_labels(node, rank):
+    """The agent's process labels for rank RANK on NODE: one pod per node, one process per GPU."""
+    return {'pid': str(4000 + 17 * rank), 'comm': 'python3', 'namespace': 'inference',
+            'pod': 'vllm-%s' % node, 'container': 'vllm', 'pod_uid': hashlib.md5(node.encode()).hexdigest(),
+            'container_id': hashlib.sha256(('%s/vllm' % node).encode()).hexdigest()}
+
+
+def clusters_for(nodes):
+    return max(1, (nodes + 249) // 250)
+
+
+class Node:
+    """One simulated agent: the lines it serves and how each value moves."""
+
+    def __init__(self, i, n, gpus, clusters, rec):
+        self.i = i
+        ids = identity(i, n, clusters)
+        self.cluster, self.name, self.instance, peer = ids['cluster'], ids['node'], ids['instance'], ids['peer']
+        self.faults = []
+        by_family = {}
+        keys = sorted(set(rec.healthy) | set(rec.fault), key=lambda k: (k[0] != 'node', k))
+        for rank in range(max(1, gpus)):
+            ident = rank_labels(self.name, rank)
+            factor = 0.8 + 0.4 * ((i * 7919 + rank * 104729) % 1000) / 1000.0
+            for key in keys:
+                part, name, extra = key
+                if part == 'node' and rank:
+                    continue  # the agent's own series, once per node
+                h, f = rec.healthy.get(key), rec.fault.get(key)
+                names = (h or f)[0]
+                labels = dict(extra, **(ident if part != 'node' else {}))
+                if 'peer' in labels:
+                    labels['peer'] = peer
+                text = name + ('{%s}' % ','.join('%s="%s"' % (k, esc(labels[k])) for k in names) if names else '')
+                kind = None
+                if rank == 0 and part == 'gpu' and name.startswith(GPU_FAMILIES):
+                    kind = 'gpu'
+                elif rank == 0 and part == 'nccl':
+                    kind = 'tcp'
+                scale = 1.0 if part == 'node' else factor
+                by_family.setdefault(family_of(name, rec.types), []).append((text, scale, h, f, kind))
+        self.lines = [(fam, series) for fam, series in by_family.items()]
+        self.headers = {fam: '\n'.join(rec.families.get(fam, [])) for fam in by_family}
+
+    def render(self, t):
+        """The exposition at t seconds after start."""
+        active = {f['kind']: f for f in self.faults if f['kind'] in ('gpu', 'tcp') and t >= f['start']}
+        out = []
+        for fam, series in self.lines:
+            out.append(self.headers[fam])
+            for text, scale, h, f, kind in series:
+                fault = active.get(kind) if kind else None
+                value = self.value(t, scale, h, f, fault)
+                if value is not None:
+                    out.append('%s %s' % (text, repr(value) if isinstance(value, float) else value))
+        out.append('')
+        return '\n'.join(out).encode()
+
+    @staticmethod
+    def value(t, scale, h, f, fault):
+        if fault is None or f is None:
+            if h is None:
+                return None  # a series only the fault creates
+            _, v, rate = h
+            return v if rate is None else int(scale * (v + rate * t))
+        in_fault = min(t, fault['end']) - fault['start']
+        _, vf, rate_f = f
+        if rate_f is None:  # a gauge: the fault's value while it lasts, the healthy one after
+            return vf if t < fault['end'] else (h[1] if h else None)
+        base = int(scale * (h[1] + h[2] * fault['start'])) if h else int(vf)
+        return base + int(rate_f * in_fault) + (int(scale * h[2] * (t - fault['start'] - in_fault)) if h else 0)
+
+
+class Fleet:
+    def __init__(self, args):
+        rec = Recording(args.recordings)
+        self.nodes = [Node(i, args.nodes, args.gpus, args.clusters, rec) for i in range(args.nodes)]
+        self.faults = json.loads(args.faults)
+        for f in self.faults:
+            self.nodes[f['node']].faults.append(f)
+        self.sd_file, self.port, self.t0 = args.sd_file, args.port, time.time()
+        self.listed = None
+
+    def active(self, node, kind, t):
+        return any(f['kind'] == kind and f['start'] <= t < f['end'] for f in node.faults)
+
+    def write_sd(self, t):
+        """The file_sd target list: every node not 'gone' now (atomic rename: scrapers never see half a file)."""
+        listed = [n.i for n in self.nodes if not self.active(n, 'gone', t)]
+        if listed == self.listed:
+            return
+        groups = [{'targets': ['127.0.0.1:%d' % self.port],
+                   'labels': {'__metrics_path__': '/node/%d/metrics' % i, 'cluster': self.nodes[i].cluster,
+                              'node': self.nodes[i].name, 'instance': self.nodes[i].instance}} for i in listed]
+        with open(self.sd_file + '.tmp', 'w') as f:
+            json.dump(groups, f)
+        os.rename(self.sd_file + '.tmp', self.sd_file)
+        self.listed = listed
+
+    def answer(self, path):
+        t = time.time() - self.t0
+        m = re.match(r'^/node/(\d+)/metrics$', path)
+        if not m or int(m.group(1)) >= len(self.nodes):
+            return 404, b'no such node\n'
+        node = self.nodes[int(m.group(1))]
+        if self.active(node, 'gone', t):
+            return 404, b'gone\n'
+        if self.active(node, 'down', t):
+            return 503, b'agent not answering\n'
+        return 200, node.render(t)
+
+    async def serve(self, reader, writer):
+        try:
+            while True:
+                request = await reader.readuntil(b'\r\n\r\n')
+                path = request.split(b' ', 2)[1].decode()
+                status, body = self.answer(path)
+                reason = {200: 'OK', 404: 'Not Found', 503: 'Service Unavailable'}[status]
+                writer.write(b'HTTP/1.1 %d %s\r\nContent-Type: text/plain; version=0.0.4\r\n'
+                             b'Content-Length: %d\r\n\r\n' % (status, reason.encode(), len(body)) + body)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
+
+    async def run(self):
+        server = await asyncio.start_server(self.serve, '127.0.0.1', self.port, backlog=4096)
+        self.port = server.sockets[0].getsockname()[1]
+        self.t0 = time.time()
+        self.write_sd(0)
+        series = sum(1 for line in self.nodes[0].render(0).splitlines() if line and not line.startswith(b'#'))
+        print("ready port=%d t0=%.3f series_per_node=%d" % (self.port, self.t0, series), flush=True)
+        while True:  # discovery follows the 'gone' faults
+            await asyncio.sleep(0.5)
+            self.write_sd(time.time() - self.t0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--nodes', type=int, default=1000)
+    ap.add_argument('--gpus', type=int, default=8, help='ranks (GPU processes) per node')
+    ap.add_argument('--clusters', type=int, default=0, help='default: one per 250 nodes')
+    ap.add_argument('--port', type=int, default=0)
+    ap.add_argument('--sd-file', required=True)
+    ap.add_argument('--faults', default='[]')
+    ap.add_argument('--recordings', default=os.path.join(HERE, 'recordings'))
+    args = ap.parse_args()
+    args.clusters = args.clusters or clusters_for(args.nodes)
+    asyncio.run(Fleet(args).run())
+
+
+if __name__ == '__main__':
+    main()

@@ -15,6 +15,8 @@ usage:
   bench/load.py streams [--streams 1,16] [--seconds 20] [--llama-cpp]
                         [--backend cuda [--graphs off]] [--metrics-dir DIR]
   bench/load.py soak    [--seconds 600] [--overload 1.5]
+  bench/load.py latency [--target 100ms] [--loads 0.5,0.8,0.95,1.2] [--requests 200]
+                        [--policy-loads 0.8,0.95] [--policies fcfs,token_budget] [--json F] [--plot F.png]
 """
 import argparse
 import http.client
@@ -65,7 +67,7 @@ class Server:
     """vigil-worker serve with one policy, or llama.cpp's OpenAI server, on a free loopback port."""
 
     def __init__(self, kind, policy="fcfs", threads=2, max_running=16, max_waiting=100000, backend="cpu",
-                 graphs=True, aging=None):
+                 graphs=True, aging=None, target=None):
         self.port = free_port()
         self.model_name = os.path.basename(MODEL)
         if kind == "vigil":
@@ -74,6 +76,8 @@ class Server:
                       f"  kv_blocks: 1024\n  max_waiting: {max_waiting}\n")
             if aging is not None:  # otherwise the worker's default
                 cfg.write(f"  token_budget_aging: {aging}\n")
+            if target:  # engine.step_latency_target, e.g. "100ms"
+                cfg.write(f"  step_latency_target: {target}\n")
             cfg.write(f"backend:\n  kind: {backend}\n")
             if backend == "cuda":
                 cfg.write(f"  cuda:\n    graphs: {'true' if graphs else 'false'}\n")
@@ -221,7 +225,7 @@ def summarize(results, wall):
     return {"requests": len(results), "lost": len(lost), "rejected": len(rejected), "gave_up": len(gave_up),
             "duplicated": dup, "gen_tps": gen / wall,
             "ttft_p50": pct(ttft, 0.5), "ttft_p99": pct(ttft, 0.99), "itl_p50": pct(itl, 0.5),
-            "itl_p99": pct(itl, 0.99)}
+            "itl_p99": pct(itl, 0.99), "itl_max": max(itl, default=float("nan"))}
 
 
 def cmd_sweep(a):
@@ -246,14 +250,18 @@ def cmd_sweep(a):
     return 1 if bad else 0
 
 
-def closed_loop(port, model, streams, seconds):
+def closed_loop(port, model, streams, seconds, mixed=False):
+    """`streams` clients back to back: 32-token prompts and 64 tokens out, or (mixed) the open
+    loop's length distribution."""
     stop_at = time.perf_counter() + seconds
     results, lock = [], threading.Lock()
 
     def client(k):
         i = 0
+        rng = random.Random(k)
         while time.perf_counter() < stop_at:
-            one_request(port, model, k * 100000 + i, 32, 64, 0, k * 7919 + i, results, lock)
+            p, o = draw_lengths(rng) if mixed else (32, 64)
+            one_request(port, model, k * 100000 + i, p, o, 0, k * 7919 + i, results, lock)
             i += 1
 
     ths = [threading.Thread(target=client, args=(k,)) for k in range(streams)]
@@ -310,6 +318,79 @@ def cmd_soak(a):
     return 1 if s["lost"] or s["duplicated"] or s["requests"] != n else 0
 
 
+def latency_row(label, load, rate, target, s):
+    t = target or "off"
+    print(f"{label:<14}{load:>6.2f}{rate:>7.2f}{t:>8}{s['gen_tps']:>10.1f}{s['ttft_p50']*1e3:>9.0f}{s['ttft_p99']*1e3:>9.0f}"
+          f"{s['itl_p50']*1e3:>8.1f}{s['itl_p99']*1e3:>8.1f}{s['itl_max']*1e3:>8.0f}"
+          f"{s['itl_p99']/s['itl_p50']:>7.2f}{s['lost']:>5}{s['duplicated']:>4}", flush=True)
+    return dict(s, policy=label, load=load, rate=rate, target=t)
+
+
+def cmd_latency(a):
+    """Saturation of the mixed workload (a closed loop of 16 streams), then open-loop points at
+    fractions of it with the step latency target off and on, alternating, per policy."""
+    if a.replot:  # draw a saved run again
+        with open(a.replot) as f:
+            saved = json.load(f)
+        plot_latency(saved["rows"], a.policy, saved["target"], saved["capacity"], a.plot)
+        return 0
+    srv = Server("vigil", policy="fcfs", threads=a.threads)
+    try:
+        res, wall = closed_loop(srv.port, srv.model_name, 16, a.probe_seconds, mixed=True)
+    finally:
+        srv.stop()
+    capacity = sum(1 for r in res if r["done"]) / wall
+    print(f"saturation: {capacity:.2f} req/s (closed loop of 16 streams, mixed lengths, {wall:.0f} s); "
+          f"target {a.target}, {a.requests} requests a point", flush=True)
+    print(f"{'policy':<14}{'load':>6}{'req/s':>7}{'target':>8}{'gen tok/s':>10}{'TTFT p50':>9}{'TTFT p99':>9}"
+          f"{'ITL p50':>8}{'ITL p99':>8}{'ITL max':>8}{'p99/50':>7}{'lost':>5}{'dup':>4}   (ms)")
+    rows, bad = [], 0
+    points = [(a.policy, f) for f in (float(x) for x in a.loads.split(","))]
+    points += [(p, f) for f in (float(x) for x in a.policy_loads.split(",")) for p in a.policies.split(",")
+               if (p, f) not in points]
+    for policy, load in points:
+        for target in (None, a.target):
+            name, _, aging = policy.partition("@")
+            srv = Server("vigil", policy=name, threads=a.threads, target=target,
+                         aging=float(aging) if aging else None)
+            try:
+                res, wall = open_loop(srv.port, srv.model_name, load * capacity, a.requests, seed=int(load * 1000))
+            finally:
+                srv.stop()
+            s = summarize(res, wall)
+            bad += s["lost"] + s["duplicated"]
+            rows.append(latency_row(policy, load, load * capacity, target, s))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"capacity": capacity, "target": a.target, "requests": a.requests, "rows": rows}, f, indent=1)
+    if a.plot:
+        plot_latency(rows, a.policy, a.target, capacity, a.plot)
+    return 1 if bad else 0
+
+
+def plot_latency(rows, policy, target, capacity, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, metric in zip(axes, ("itl", "ttft")):
+        for t, style in (("off", "--"), (target, "-")):
+            pts = sorted((r["load"], r) for r in rows if r["policy"] == policy and r["target"] == t)
+            for q, color in (("p50", "tab:blue"), ("p99", "tab:red")):
+                ax.plot([x for x, _ in pts], [r[f"{metric}_{q}"] * 1e3 for _, r in pts], style, color=color,
+                        marker="o", label=f"{q}, target {t}")
+        if metric == "itl":
+            ax.axhline(float(target.rstrip("ms")), color="gray", lw=0.8, label=f"target {target}")
+        ax.set_yscale("log")
+        ax.set_xlabel(f"offered load (x saturation = {capacity:.2f} req/s)")
+        ax.set_ylabel("ms")
+        ax.set_title({"itl": "inter-token latency", "ttft": "time to first token"}[metric] + f" ({policy})")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -328,10 +409,22 @@ def main():
     p.add_argument("--seconds", type=float, default=600)
     p.add_argument("--overload", type=float, default=1.5)
     p.add_argument("--policy", default="token_budget")
+    p = sub.add_parser("latency")
+    p.add_argument("--target", default="100ms", help="engine.step_latency_target of the 'on' runs")
+    p.add_argument("--loads", default="0.5,0.8,0.95,1.2", help="fractions of saturation, for --policy")
+    p.add_argument("--policy", default="fcfs")
+    p.add_argument("--policy-loads", default="0.8,0.95", help="loads of the policy table")
+    p.add_argument("--policies", default="fcfs,token_budget")
+    p.add_argument("--requests", type=int, default=200)
+    p.add_argument("--probe-seconds", type=float, default=40)
+    p.add_argument("--json", help="write every row here")
+    p.add_argument("--plot", help="PNG of ITL and TTFT percentiles against load (matplotlib: the ops venv's "
+                                  "python, tests/alerts/python_env.sh)")
+    p.add_argument("--replot", help="no runs: draw --plot from this --json of an earlier run")
     for p in sub.choices.values():
         p.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
-    sys.exit({"sweep": cmd_sweep, "streams": cmd_streams, "soak": cmd_soak}[a.cmd](a))
+    sys.exit({"sweep": cmd_sweep, "streams": cmd_streams, "soak": cmd_soak, "latency": cmd_latency}[a.cmd](a))
 
 
 if __name__ == "__main__":

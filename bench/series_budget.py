@@ -8,8 +8,8 @@ One agent (all probe sets) watches, for --seconds:
     namespaces, of which --lossy send bulk data through 5 % nftables loss (they retransmit);
   - --resets-per-s short-lived clients per second connecting to a closed port (each gets a reset).
 Every 10 s it reads the agent's own vigil_agent_series, vigil_agent_series_created_total and
-_removed_total and the agent's RSS; it prints the series total, churn per minute (created +
-removed) and RSS over the run. Goal of issue #16: <= 2,000 series, churn <= 100 series/minute,
+_removed_total and the agent's RSS; it prints the series total, the families whose series count
+moved, churn per minute (created + removed) and RSS over the run. Goal of issue #16: <= 2,000 series, churn <= 100 series/minute,
 RSS flat.
 
 usage: sudo bench/series_budget.py VIGIL_AGENT CUDA_WORKLOAD TCP_BULK [--seconds 300]
@@ -31,6 +31,14 @@ HOLD_PORT, BULK_PORT, CLOSED_PORT = 7001, 7002, 7003
 def rss_kib(pid):
     with open('/proc/%d/status' % pid) as f:
         return int(next(l for l in f if l.startswith('VmRSS:')).split()[1])
+
+
+def families(samples):
+    """Series per metric name: where the series, and the churn, are."""
+    out = {}
+    for n, _, _ in samples:
+        out[n] = out.get(n, 0) + 1
+    return out
 
 
 def in_ns(ns, argv, **kw):
@@ -110,8 +118,9 @@ def main():
                            stdout=subprocess.PIPE, text=True)
             holder.stdout.readline()
             procs.append(holder)
+            bulk_env = dict(os.environ, TCP_BULK_DEADLINE_S=str(a.seconds + 600))
             for _ in range(a.lossy):  # long transfers through the loss: they retransmit all run long
-                procs.append(in_ns(na, [a.tcp_bulk, 'connect', B_ADDR, str(BULK_PORT), str(1 << 40)],
+                procs.append(in_ns(na, [a.tcp_bulk, 'connect', B_ADDR, str(BULK_PORT), str(1 << 40)], env=bulk_env,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             devices = set()
             for i in range(a.gpu_procs):  # each runs once the agent has attached to its driver, then waits
@@ -124,7 +133,7 @@ def main():
             print('%6s %8s %9s %9s %10s' % ('t (s)', 'series', 'created', 'removed', 'RSS (KiB)'))
             start = time.time()
             next_reset, next_sample = start, start
-            rows = []
+            rows, last_counts = [], {}
             while time.time() - start < a.seconds:
                 now = time.time()
                 if now >= next_reset:
@@ -136,12 +145,19 @@ def main():
                     row = (now - start, total(s, 'vigil_agent_series'), total(s, 'vigil_agent_series_created_total'),
                            total(s, 'vigil_agent_series_removed_total'), rss_kib(agent.proc.pid))
                     rows.append(row)
-                    print('%6.0f %8d %9d %9d %10d' % row, flush=True)
+                    counts = families(s)
+                    moved = ', '.join('%s %+d' % (n, counts.get(n, 0) - last_counts.get(n, 0))
+                                      for n in sorted(set(counts) | set(last_counts))
+                                      if counts.get(n, 0) != last_counts.get(n, 0)) if last_counts else ''
+                    last_counts = counts
+                    print('%6.0f %8d %9d %9d %10d  %s' % (row + (moved,)), flush=True)
                     next_sample += 10
                 time.sleep(0.01)
-            by_family = {}
-            for n, _, _ in agent.scrape():
-                by_family[n] = by_family.get(n, 0) + 1
+            final = agent.scrape()
+            by_family = families(final)
+            print('tcp_resets_total groups: ' + ', '.join(sorted(
+                '%s/%s' % (l.get('container_id', '')[:12] or 'host', l.get('comm')) for n, l, _ in final
+                if n == 'tcp_resets_total' and l.get('direction') == 'sent')))
             print('largest families at the end: ' + ', '.join(
                 '%s %d' % kv for kv in sorted(by_family.items(), key=lambda kv: -kv[1])[:8]))
             if len(rows) >= 2:

@@ -41,14 +41,6 @@ std::map<uint32_t, tcp_timer_state> read_timer_states(int procs_fd) {
   return map_entries<uint32_t, tcp_timer_state>(procs_fd);
 }
 
-std::string peer_text(const tcp_peer_key& k) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (k.family == AF_INET6) inet_ntop(AF_INET6, k.daddr, buf, sizeof buf);
-  else if (k.family == AF_INET) inet_ntop(AF_INET, k.daddr, buf, sizeof buf);
-  else return "unknown";
-  return buf;
-}
-
 // One process's counters summed by peer label. Peers not yet chosen are admitted by their count,
 // busiest first, until the process has `top_peers`; the rest add to "other".
 std::map<std::string, tcp_peer_val> sum_by_peer(std::vector<PeerRow>& rows, std::set<std::string>& chosen,
@@ -59,7 +51,7 @@ std::map<std::string, tcp_peer_val> sum_by_peer(std::vector<PeerRow>& rows, std:
   });
   std::map<std::string, tcp_peer_val> sums;
   for (const auto& r : rows) {
-    std::string peer = peer_text(r.key);
+    std::string peer = address_text(r.key.family, r.key.daddr);
     if (!chosen.count(peer)) {
       if (static_cast<int>(chosen.size()) < top_peers) chosen.insert(peer);
       else peer = "other";
@@ -135,6 +127,13 @@ struct TimerFamilies {
 };
 
 }  // namespace
+
+std::string address_text(uint16_t family, const uint8_t* addr) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (family != AF_INET6 && family != AF_INET) return "unknown";
+  inet_ntop(family, addr, buf, sizeof buf);
+  return buf;
+}
 
 uint64_t monotonic_ns() {
   timespec t{};

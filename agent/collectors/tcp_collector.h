@@ -16,6 +16,8 @@ struct tcp_timer_state;
 
 namespace vigil::agent {
 
+// An address as tcp.bpf.c stores it (IPv4 in the first 4 bytes) in text; "unknown" for another family.
+std::string address_text(uint16_t family, const uint8_t* addr);
 // CLOCK_MONOTONIC in ns, the clock BPF timestamps use.
 uint64_t monotonic_ns();
 // Seconds the socket behind `s` has been stalled (consecutive timeouts) at now_ns; 0 when not.

@@ -15,6 +15,7 @@
 #include "collectors/metric_builder.h"
 #include "collectors/process_labels.h"
 #include "collectors/tcp_collector.h"
+#include "correlate/peer_view.h"
 #include "nccl.h"
 #include "probes/bpf_util.h"
 #include "tcp.h"
@@ -69,6 +70,13 @@ std::vector<ConnectionEnd> ConnectionTable::ends_of(uint32_t pid) const {
   return out;
 }
 
+std::vector<ConnectionEnd> ConnectionTable::owned_ends() const {
+  std::vector<ConnectionEnd> out;
+  for (const auto& [key, state] : ends_)
+    if (state.tgid) out.push_back({key, state, true});
+  return out;
+}
+
 const ConnectionEnd* backoff_in_window(const std::vector<ConnectionEnd>& ends, uint64_t window_start_ns,
                                        uint64_t end_ns) {
   for (const auto& e : ends)
@@ -93,11 +101,12 @@ double timeout_risk_ratio(const tcp_timer_state& tcp, uint64_t now_ns, double ti
 }
 
 Correlator::Correlator(int tcp_conns_fd, int nccl_procs_fd, int nccl_async_fd, std::chrono::milliseconds nccl_timeout,
-                       ProcessTable& processes)
+                       int top_peers, ProcessTable& processes)
     : tcp_conns_fd_(tcp_conns_fd),
       nccl_procs_fd_(nccl_procs_fd),
       nccl_async_fd_(nccl_async_fd),
       nccl_timeout_(nccl_timeout),
+      top_peers_(top_peers),
       processes_(processes) {}
 
 void Correlator::record(uint32_t pid, const std::string& comm, const char* source, const char* kind,
@@ -223,11 +232,16 @@ std::vector<prometheus::MetricFamily> Correlator::Collect() const {
       if (bpf_map_lookup_elem(collective_procs_fd_, &pid, &p) == 0 && p.timeout_ms > 0)
         timeouts[pid] = {static_cast<double>(p.timeout_ms) / 1e3, bpf_string(p.comm)};
     }
-  const ConnectionTable conns = timeouts.empty() ? ConnectionTable{} : ConnectionTable::read(tcp_conns_fd_);
+  const ConnectionTable conns = ConnectionTable::read(tcp_conns_fd_);
   const uint64_t now = monotonic_ns();
-  for (const auto& [pid, t] : timeouts)
+  std::map<uint32_t, std::string> collective;
+  for (const auto& [pid, t] : timeouts) {
     add_sample(risk, process_labels(processes_, pid, t.second), timeout_risk_ratio(conns.ends_of(pid), now, t.first));
-  return {correlated, uncorrelated, risk};
+    collective[pid] = t.second;
+  }
+  std::vector<prometheus::MetricFamily> out{correlated, uncorrelated, risk};
+  for (auto& f : peer_view(conns, collective, now, top_peers_, processes_)) out.push_back(std::move(f));
+  return out;
 }
 
 }  // namespace vigil::agent

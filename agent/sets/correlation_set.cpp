@@ -14,7 +14,7 @@ CorrelationSet::CorrelationSet(SetContext& ctx) {
   const NcclSet* nccl = ctx.loaded.find<NcclSet>();
   correlator_ = std::make_shared<Correlator>(tcp->conns_fd(), nccl ? nccl->procs_fd() : -1,
                                              nccl ? nccl->async_errors_fd() : -1, ctx.cfg.collective_timeout,
-                                             ctx.processes);
+                                             ctx.cfg.tcp_top_peers, ctx.processes);
 }
 
 std::vector<NamedCollector> CorrelationSet::collectors() { return {{"correlation", correlator_}}; }

@@ -2,7 +2,8 @@
  * wait for the other's close so no retransmit of ours happens after exit. Bounded by a deadline.
  *   tcp_bulk listen PORT SEND_BYTES        accept one connection (server-side sender)
  *   tcp_bulk connect ADDR PORT SEND_BYTES  connect (client-side sender)
- * Prints "pid=N sent=N received=N" when done; exits 1 on any error or after 60 s. */
+ * Prints "pid=N sent=N received=N" when done; exits 1 on any error or after 60 s
+ * (TCP_BULK_DEADLINE_S: another deadline, for benchmarks that stream for minutes). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -45,9 +46,10 @@ static int run(int fd, long long to_send)
 int main(int argc, char **argv)
 {
 	struct sockaddr_in addr = { .sin_family = AF_INET };
+	const char *deadline = getenv("TCP_BULK_DEADLINE_S");
 	int one = 1, fd;
 
-	alarm(60);
+	alarm(deadline ? (unsigned)atoi(deadline) : 60);
 	if (argc == 4 && !strcmp(argv[1], "listen")) {
 		int lfd = socket(AF_INET, SOCK_STREAM, 0), cfd;
 

@@ -177,6 +177,7 @@ int serve_command(int argc, char** argv) {
     return 1;
   }
   HttpServer server(*backend, metrics, config.server, name, true);
+  report_step_target(backend->stats().step_target);
   std::fprintf(stderr,
                "vigil-worker: serving %s as '%s' on http://%s:%u (backend %s, %d engine threads, policy %s, "
                "context %d, %d KV blocks of %d)\n",
@@ -184,7 +185,6 @@ int serve_command(int argc, char** argv) {
                backend->backend_description().c_str(),
                config.engine.threads, std::string(policy_name(config.engine.policy)).c_str(),
                config.engine.max_context, config.engine.kv_blocks, config.engine.kv_block_size);
-  report_step_target(backend->stats().step_target);
   server.run();
   backend->shutdown();  // before the server: engine events post to its I/O context
   if (tp) tp->finish();

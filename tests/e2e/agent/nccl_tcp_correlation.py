@@ -8,13 +8,16 @@ checked against numbers the agent did not produce: the kernel's own view of the 
 `ss -ti` in the sender's namespace (`lastack`: time since the peer last acknowledged, i.e. since
 progress stopped; `rto`: the wait the kernel has armed for the next retransmit), less the RTO the
 socket had before the blackhole (the first timeout fires one RTO after the last progress).
+For correlation across nodes, the process's connection is named by its addresses as the kernel
+has them (`ss -tn`): nccl_tcp_collective_peers lists that pair, and tcp_peer_stall_seconds gives
+that pair's stall while (and only while) it is stalled, equal to the process's tcp_stall_seconds.
 usage: nccl_tcp_correlation.py VIGIL_AGENT NCCL_STALL TCP_BULK"""
 import re
 import subprocess
 import sys
 import time
 
-from harness import Agent, fail, require_root, sh, total
+from harness import Agent, fail, require_root, select, sh, total
 from tcp_retransmits import B_ADDR, Namespaces
 
 TIMEOUT_S = 10
@@ -31,6 +34,16 @@ def kernel_socket(ns):
     lastack, backoff = re.search(r'\blastack:(\d+)', out), re.search(r'\bbackoff:(\d+)', out)
     return (float(rto.group(1)) / 1e3, float(lastack.group(1)) / 1e3 if lastack else 0.0,
             int(backoff.group(1)) if backoff else 0)
+
+
+def kernel_pairs(ns):
+    """(local address, peer) of the stream's connection as the kernel lists it (`ss -tn`)."""
+    out = sh('ip', 'netns', 'exec', ns, 'ss', '-Htn', 'dst', '%s:%d' % (B_ADDR, PORT)).stdout
+    return {(f[3].rsplit(':', 1)[0], f[4].rsplit(':', 1)[0]) for f in (l.split() for l in out.splitlines()) if len(f) >= 5}
+
+
+def agent_pairs(samples, name, pid):
+    return {(l['local_address'], l['peer']): v for l, v in select(samples, name, pid=pid)}
 
 
 def main():
@@ -56,6 +69,13 @@ def main():
             if total(before, 'tcp_retransmits_total', pid=pid) != 0:
                 fail("retransmits before the blackhole (a lossy link): the stall's start would be ambiguous")
             rto_before = kernel_socket(nets.a)[0]
+            pairs = kernel_pairs(nets.a)
+            if set(agent_pairs(before, 'nccl_tcp_collective_peers', pid)) != pairs:
+                fail("nccl_tcp_collective_peers %s, the kernel's connection %s"
+                     % (agent_pairs(before, 'nccl_tcp_collective_peers', pid), pairs))
+            if agent_pairs(before, 'tcp_peer_stall_seconds', pid):
+                fail("tcp_peer_stall_seconds before the blackhole: %s" % agent_pairs(before, 'tcp_peer_stall_seconds', pid))
+            print("nccl_tcp_collective_peers = the kernel's %s" % sorted(pairs))
             blackhole = time.time()
             nets.nft(nets.b, 100)
             results = []
@@ -81,6 +101,11 @@ def main():
                 # RTO of the last progress.
                 if abs(risk - kernel_risk) > (rto_before + 0.1) / TIMEOUT_S:
                     fail("risk ratio %.4f differs from the kernel's view %.4f" % (risk, kernel_risk))
+                peer_stall = agent_pairs(s, 'tcp_peer_stall_seconds', pid)
+                print("   tcp_peer_stall_seconds %s" % peer_stall)
+                if set(peer_stall) != pairs or any(abs(v - stall) > 0.05 for v in peer_stall.values()):
+                    fail("tcp_peer_stall_seconds %s: want the kernel's pair %s at the process's stall %.3f"
+                         % (peer_stall, pairs, stall))
                 results.append(risk)
             print("risk before the blackhole %.4f" % risk0)
             if not (risk0 == 0 and results[0] < results[1]):

@@ -51,6 +51,7 @@ engine:
   max_waiting: 9
   batch_window_ms: 2.5
   policy: token_budget
+  step_latency_target: 80ms
 )");
   EXPECT_EQ(c.server.host, "0.0.0.0");
   EXPECT_EQ(c.server.port, 9000);
@@ -74,6 +75,7 @@ engine:
   EXPECT_EQ(c.engine.max_waiting, 9);
   EXPECT_DOUBLE_EQ(c.engine.batch_window_ms, 2.5);
   EXPECT_EQ(c.engine.policy, PolicyKind::kTokenBudget);
+  EXPECT_EQ(c.engine.step_latency_target.count(), 80);
 }
 
 TEST(ServeConfig, UnknownKeyNamesKeyAndLine) {
@@ -99,6 +101,9 @@ TEST(ServeConfig, BadValuesNameKeyAndLine) {
   EXPECT_EQ(e.key(), "engine.kv_blocks");
   e = error_of("server:\n  host: [a, b]\n");
   EXPECT_EQ(e.key(), "server.host");
+  e = error_of("engine:\n  step_latency_target: 0s\n");  // off is the key left out
+  EXPECT_EQ(e.key(), "engine.step_latency_target");
+  EXPECT_NE(std::string(e.what()).find("positive"), std::string::npos);
   e = error_of("engine: 3\n");
   EXPECT_EQ(e.key(), "engine");
 }

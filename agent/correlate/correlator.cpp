@@ -232,7 +232,8 @@ std::vector<prometheus::MetricFamily> Correlator::Collect() const {
       if (bpf_map_lookup_elem(collective_procs_fd_, &pid, &p) == 0 && p.timeout_ms > 0)
         timeouts[pid] = {static_cast<double>(p.timeout_ms) / 1e3, bpf_string(p.comm)};
     }
-  const ConnectionTable conns = ConnectionTable::read(tcp_conns_fd_);
+  // The connection table holds up to 32768 ends: read only where a collective runs.
+  const ConnectionTable conns = timeouts.empty() ? ConnectionTable{} : ConnectionTable::read(tcp_conns_fd_);
   const uint64_t now = monotonic_ns();
   std::map<uint32_t, std::string> collective;
   for (const auto& [pid, t] : timeouts) {

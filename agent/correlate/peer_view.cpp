@@ -17,6 +17,11 @@ namespace {
 
 using AddressPair = std::pair<std::string, std::string>;  // local address, peer
 
+// Shorter stalls are the ordinary repair of a lost segment (a timeout or two of 200 ms and up, on
+// any lossy link): as series they would come and go by the minute and explain no collective
+// timeout, which takes seconds at least.
+constexpr double kMinStallSeconds = 1.0;
+
 AddressPair addresses_of(const tcp_conn_key& k) {
   return {address_text(k.family, k.saddr), address_text(k.family, k.daddr)};
 }
@@ -47,9 +52,10 @@ std::vector<prometheus::MetricFamily> peer_view(const ConnectionTable& conns,
   std::map<uint32_t, std::set<AddressPair>> used;
   for (const ConnectionEnd& e : conns.owned_ends()) {
     const uint32_t pid = e.state.tgid;
-    if (collective.count(pid)) used[pid].insert(addresses_of(e.key));
+    if (!collective.count(pid)) continue;
+    used[pid].insert(addresses_of(e.key));
     const double s = stall_seconds(e.state.timer, now_ns);
-    if (s <= 0) continue;
+    if (s < kMinStallSeconds) continue;
     auto& [comm, by_pair] = stalled[pid];
     comm = bpf_string(e.state.timer.comm);
     double& longest = by_pair[addresses_of(e.key)];

@@ -15,10 +15,13 @@
 
 namespace vigil::agent {
 
-// tcp_peer_stall_seconds: per process, the connections in RTO backoff without progress at now_ns
-// (series only while they are), the longest `top_peers` of them by (local address, peer).
-// nccl_tcp_collective_peers: per collective process (pid -> comm), the (local address, peer) pairs
-// of its connections, the first `top_peers` in address order, 1 each.
+// For the collective processes (pid -> comm) only: a stall that matters across nodes is a rank's,
+// and the connection table is read only where one runs.
+// tcp_peer_stall_seconds: per process, the connections in RTO backoff without progress for at
+// least a second at now_ns (series only while they are), the longest `top_peers` of them by
+// (local address, peer).
+// nccl_tcp_collective_peers: per process, the (local address, peer) pairs of its connections,
+// the first `top_peers` in address order, 1 each.
 std::vector<prometheus::MetricFamily> peer_view(const ConnectionTable& conns,
                                                 const std::map<uint32_t, std::string>& collective,
                                                 uint64_t now_ns, int top_peers, ProcessTable& processes);

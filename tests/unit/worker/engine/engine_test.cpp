@@ -85,6 +85,33 @@ class EngineTest : public ::testing::Test {
     return out;
   }
 
+  // Each request run alone, one at a time: what every batched run must equal.
+  static std::vector<Outcome> each_alone(const std::vector<RequestParams>& requests) {
+    EngineConfig cfg;
+    cfg.max_running = 1;
+    Engine alone(*model_, *vocab_, cfg);
+    std::vector<Outcome> out;
+    for (const auto& r : requests) out.push_back(run(alone, {r})[0]);
+    return out;
+  }
+
+  // Six requests of 40 tokens need ~5 blocks of 16 each; 12 blocks cannot hold them at once.
+  static void preempts_under_a_tiny_cache_without_changing_results(std::chrono::milliseconds step_target) {
+    std::vector<RequestParams> requests;
+    for (size_t i = 0; i < 6; ++i) requests.push_back(request(kQuestions[i], 40));
+    const std::vector<Outcome> expected = each_alone(requests);
+    EngineConfig tiny;
+    tiny.kv_blocks = 12;
+    tiny.max_running = 6;
+    tiny.step_latency_target = step_target;
+    Engine engine(*model_, *vocab_, tiny);
+    auto got = run(engine, requests);
+    for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(got[i].tokens, expected[i].tokens) << i;
+    EXPECT_GT(engine.stats().preemptions, 0u);
+    EXPECT_EQ(engine.stats().kv_blocks_free, tiny.kv_blocks);
+  }
+
+  static const std::vector<std::string> kQuestions;
   static LlamaModel* model_;
   static Vocab* vocab_;
 };
@@ -92,7 +119,7 @@ class EngineTest : public ::testing::Test {
 LlamaModel* EngineTest::model_ = nullptr;
 Vocab* EngineTest::vocab_ = nullptr;
 
-const std::vector<std::string> kQuestions = {
+const std::vector<std::string> EngineTest::kQuestions = {
     "What is the capital of France?", "Write a haiku about the sea.", "Explain TCP in one sentence.",
     "List three prime numbers.",      "Who wrote Hamlet?",             "What is 12 times 12?",
     "Name a color of the rainbow.",   "Say hello in Spanish."};
@@ -101,11 +128,7 @@ TEST_F(EngineTest, ConcurrentGreedyEqualsAlone) {
   std::vector<RequestParams> requests;
   for (size_t i = 0; i < kQuestions.size(); ++i) requests.push_back(request(kQuestions[i], 12 + static_cast<int>(i) * 3));
 
-  EngineConfig alone_cfg;
-  alone_cfg.max_running = 1;
-  Engine alone(*model_, *vocab_, alone_cfg);
-  std::vector<Outcome> expected;
-  for (const auto& r : requests) expected.push_back(run(alone, {r})[0]);
+  const std::vector<Outcome> expected = each_alone(requests);
 
   EngineConfig batched_cfg;
   batched_cfg.max_running = 8;
@@ -122,34 +145,13 @@ TEST_F(EngineTest, ConcurrentGreedyEqualsAlone) {
 }
 
 TEST_F(EngineTest, PreemptionUnderATinyCacheCompletesEveryRequestCorrectly) {
-  std::vector<RequestParams> requests;
-  for (size_t i = 0; i < 6; ++i) requests.push_back(request(kQuestions[i], 40));
-
-  EngineConfig alone_cfg;
-  alone_cfg.max_running = 1;
-  Engine alone(*model_, *vocab_, alone_cfg);
-  std::vector<Outcome> expected;
-  for (const auto& r : requests) expected.push_back(run(alone, {r})[0]);
-
-  // Each request needs ~5 blocks of 16; 12 blocks cannot hold 6 of them at once.
-  EngineConfig tiny;
-  tiny.kv_blocks = 12;
-  tiny.max_running = 6;
-  Engine engine(*model_, *vocab_, tiny);
-  auto got = run(engine, requests);
-  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(got[i].tokens, expected[i].tokens) << i;
-  EXPECT_GT(engine.stats().preemptions, 0u);
-  EXPECT_EQ(engine.stats().kv_blocks_free, tiny.kv_blocks);
+  preempts_under_a_tiny_cache_without_changing_results(std::chrono::milliseconds(0));
 }
 
 TEST_F(EngineTest, ALatencyTargetChunksPromptsBesideDecodesWithoutChangingResults) {
   std::vector<RequestParams> requests;
   for (size_t i = 0; i < kQuestions.size(); ++i) requests.push_back(request(kQuestions[i], 12 + static_cast<int>(i) * 3));
-  EngineConfig alone_cfg;
-  alone_cfg.max_running = 1;
-  Engine alone(*model_, *vocab_, alone_cfg);
-  std::vector<Outcome> expected;
-  for (const auto& r : requests) expected.push_back(run(alone, {r})[0]);
+  const std::vector<Outcome> expected = each_alone(requests);
 
   // 1 ms is below any decode step of this model (it reads ~100 MB of weights a step): every step
   // that holds decodes takes the floor of one KV block of prompt.
@@ -177,23 +179,7 @@ TEST_F(EngineTest, ALatencyTargetChunksPromptsBesideDecodesWithoutChangingResult
 }
 
 TEST_F(EngineTest, PreemptionWithALatencyTargetCompletesEveryRequestCorrectly) {
-  std::vector<RequestParams> requests;
-  for (size_t i = 0; i < 6; ++i) requests.push_back(request(kQuestions[i], 40));
-  EngineConfig alone_cfg;
-  alone_cfg.max_running = 1;
-  Engine alone(*model_, *vocab_, alone_cfg);
-  std::vector<Outcome> expected;
-  for (const auto& r : requests) expected.push_back(run(alone, {r})[0]);
-
-  EngineConfig tiny;
-  tiny.kv_blocks = 12;
-  tiny.max_running = 6;
-  tiny.step_latency_target = std::chrono::milliseconds(20);
-  Engine engine(*model_, *vocab_, tiny);
-  auto got = run(engine, requests);
-  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(got[i].tokens, expected[i].tokens) << i;
-  EXPECT_GT(engine.stats().preemptions, 0u);
-  EXPECT_EQ(engine.stats().kv_blocks_free, tiny.kv_blocks);
+  preempts_under_a_tiny_cache_without_changing_results(std::chrono::milliseconds(20));
 }
 
 TEST_F(EngineTest, CancelFreesBlocksAndEndsTheRequest) {

@@ -7,14 +7,8 @@ local where = '(pod {{ $labels.pod }} in {{ $labels.namespace }})';
 // Processes outside Kubernetes have no pod UID: say nothing rather than an empty value.
 local proc = 'process {{ $labels.comm }} (pid {{ $labels.pid }}{{ with $labels.pod }}, pod {{ $labels.namespace }}/{{ . }}{{ with $labels.container }} container {{ . }}{{ end }}{{ else }}{{ with $labels.pod_uid }}, pod UID {{ . }}{{ end }}{{ end }}) on {{ $labels.node }} ({{ $labels.instance }})';
 
-// Failures counted in the window. The agent creates a failure counter's series at the first
-// failure (by error), or with a process it just saw, so increase() alone misses the first ones (a
-// burst of 3 launch failures in one scrape would never page); a series absent one window ago
-// counts from zero. Used for every alert on such a counter. The price: for one window after
-// Prometheus starts with no history, every existing count looks new. A window longer than the
-// alert's `for` lets a single burst fire.
-local failuresIn(metric, window) =
-  '(%(m)s unless %(m)s offset %(w)s or increase(%(m)s[%(w)s]))' % { m: metric, w: window };
+// A failure counter's count in a window, a series born inside it counted from zero.
+local failuresIn = import '../rules/failures.libsonnet';
 
 {
   local c = $._config,
@@ -110,6 +104,21 @@ local failuresIn(metric, window) =
             c.warningFor,
             'An NCCL process retransmits TCP segments at a high rate.',
             '{{ $value | humanize }} TCP retransmits per second over %(w)s for %(proc)s, which runs collectives over TCP.' % { w: c.retransmitWindow, proc: proc },
+          ),
+        ],
+      },
+      {
+        // Completes the group of the cross-node records it reads (rules/rules.libsonnet). Not a
+        // branch of VigilNcclTcpCorrelatedTimeouts: the page's headline (the static summary) and
+        // the place to act differ, the stall being on another node than the rank that paged.
+        name: 'vigil-nccl-tcp-cross-node',
+        rules: [
+          alert(
+            'VigilNcclTcpCrossNodeCorrelatedTimeouts', 'critical', 'P1', 'agent',
+            'vigil:nccl_tcp_cross_node_correlated_timeouts:increase' + c.correlatedTimeoutWindow,
+            c.correlatedFor,
+            'Collective failures coincide with TCP retransmission backoff at the peer\'s end, on another node.',
+            '{{ $value | humanize }} collective {{ $labels.kind }} events (seen by {{ $labels.source }} probes) in the last %(w)s for %(proc)s came while the other end of one of its connections, on {{ $labels.peer_node }}, was in TCP retransmission backoff (its own sockets were not): look at the network of {{ $labels.peer_node }} and the path between the nodes, not the GPU.' % { w: c.correlatedTimeoutWindow, proc: proc },
           ),
         ],
       },

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The fleet benchmark (bench/fleet/run.sh): N simulated nodes through the pipeline (pipeline.py),
 faults on chosen nodes (a fragmentation + graph-failure P1 on two, a TCP stall with a correlated
-abort on one, an agent that stops answering and one that leaves discovery), the pages checked
-(signals.py), then the measurement table (measure.py).
+abort on one, an abort whose stall is on the next node only, an agent that stops answering and one
+that leaves discovery), the pages checked (signals.py), then the measurement table (measure.py).
 usage: run.py [--nodes 1000] [--gpus 8] [--interval 15] [--table-out FILE]"""
 import argparse
 import os
@@ -29,6 +29,7 @@ def main():
     start, end = 6 * i, 16 * i
     faults = [{'node': n // 7, 'kind': 'gpu', 'start': start, 'end': end},
               {'node': n // 2, 'kind': 'tcp', 'start': start, 'end': end},
+              {'node': 4 * n // 5, 'kind': 'tcp_remote', 'start': start, 'end': end},  # and node 4n/5 + 1
               {'node': n - 2, 'kind': 'gpu', 'start': start, 'end': end},
               {'node': n // 3, 'kind': 'down', 'start': start, 'end': end},
               {'node': 2 * n // 3, 'kind': 'gone', 'start': start, 'end': end}]
@@ -46,7 +47,7 @@ def main():
         print("\nsignals (alert, node, s from fault start to notification, s from the fault's end to resolved;"
               " for the correlated abort, from one window after it):")
         for alertname, node, fired, resolved in signals:
-            print("  %-34s %s  fired +%.0f s  resolved +%.0f s" % (alertname, node, fired, resolved))
+            print("  %-40s %s  fired +%.0f s  resolved +%.0f s" % (alertname, node, fired, resolved))
         print("Prometheus (baseline) firing near the fault's end: %s" % firing)
         text = table(pipe, a, b, n, args.gpus)
         print('\n' + text, flush=True)

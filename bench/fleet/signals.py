@@ -29,6 +29,10 @@ def expected(fault, nodes):
     if fault['kind'] == 'tcp':
         return [(PAGE, dict(proc, alertname='VigilNcclTcpTimeoutRiskHigh')),
                 (PAGE, dict(proc, alertname='VigilNcclTcpCorrelatedTimeouts', source='nccl', kind='abort'))]
+    if fault['kind'] == 'tcp_remote':  # the rank that timed out pages, naming the sender's node
+        sender = identity((fault['node'] + 1) % nodes, nodes, clusters_for(nodes))
+        return [(PAGE, dict(proc, alertname='VigilNcclTcpCrossNodeCorrelatedTimeouts', source='nccl', kind='abort',
+                            peer_node=sender['node']))]
     return [(TICKET, dict(target, job='vigil-agent', alertname='VigilAgentDown', **P2_AGENT))]
 
 
@@ -39,7 +43,7 @@ def key(labels):
 def earliest_resolve(labels, fault, overrides):
     """A state (a ratio, failures going on, a failed scrape) ends with its fault; a correlated
     abort is one event, counted for one window after it whatever the link does next."""
-    if labels['alertname'] == 'VigilNcclTcpCorrelatedTimeouts':
+    if labels['alertname'] in ('VigilNcclTcpCorrelatedTimeouts', 'VigilNcclTcpCrossNodeCorrelatedTimeouts'):
         return fault['start'] + seconds(overrides['correlatedTimeoutWindow'])
     return fault['end']
 

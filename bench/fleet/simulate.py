@@ -15,9 +15,19 @@ their recorded values. The agent's own series come once per node. Faults (--faul
   gpu   the fault recording's GPU series (small allocations, failing graph launches): the P1
         VigilGpuFragmentationGraphFailures
   tcp   the fault recording's TCP/NCCL series (backoff, stall, risk, a correlated abort): the P1s
-        VigilNcclTcpTimeoutRiskHigh and VigilNcclTcpCorrelatedTimeouts
+        VigilNcclTcpTimeoutRiskHigh and VigilNcclTcpCorrelatedTimeouts; and rank 0's end toward
+        the next node stalled (tcp_peer_stall_seconds), which must page nothing over there
+  tcp_remote  the stall is on the sender's node only: rank 0 of node I counts one NCCL abort as
+        uncorrelated (its own sockets are quiet) and rank 0 of node I+1 has its end toward node
+        I's address stalled: the P1 VigilNcclTcpCrossNodeCorrelatedTimeouts for node I's rank with
+        peer_node node I+1, nothing for node I+1
   down  the endpoint answers 503 (the agent hangs or crashes; its target stays)
   gone  the target leaves the file_sd list and the endpoint answers 404 (the pod is gone)
+Node I's address is 10.64.<I // 256>.<I % 256> (its agent at port 9435, the instance label); a
+rank's `peer` is the next node's. Families the recordings predate, synthesized here for every
+node: nccl_tcp_collective_peers (each rank's connections to the previous and the next node, from
+the node's address) and tcp_peer_stall_seconds (only the stalled ends of the tcp faults); and the
+uncorrelated abort of tcp_remote. The contract is the agent's (docs/correlation.md).
 Prints "ready port=P t0=T" once serving. usage: simulate.py --nodes N --sd-file F [--faults JSON]"""
 import argparse
 import asyncio
@@ -25,6 +35,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -32,6 +43,15 @@ SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 IDENTITY = ('pid', 'comm', 'container_id', 'pod_uid', 'namespace', 'pod', 'container')
 GPU_FAMILIES = ('gpu_', 'cuda_')  # the families the gpu fault changes; tcp_ and nccl_ for tcp
+# Families synthesized per node (see above); a recording that has them is not used for them:
+# their addresses are the node's.
+SYNTHETIC = {
+    'nccl_tcp_collective_peers': 'The address pairs of the TCP connections a collective process holds.',
+    'tcp_peer_stall_seconds': 'How long the connection from local_address to peer has been in RTO backoff without progress.',
+}
+# How long the sender's end has been stalled when the waiting rank's watchdog gives up: the
+# recorded abort came after a 9 s stall.
+STALL_AT_ABORT = 10.0
 
 
 def parse(path):
@@ -106,10 +126,10 @@ def esc(v):
 
 
 def identity(i, n, clusters):
-    """Node I's target labels (and the address of its ring peer, node I+1)."""
+    """Node I's target labels, its address and its ring peers' (nodes I+1 and I-1)."""
     ip = lambda j: '10.64.%d.%d' % (j // 256, j % 256)  # noqa: E731
     return {'cluster': 'fleet-%d' % (i * clusters // n), 'node': 'gpu-node-%04d' % i,
-            'instance': ip(i) + ':9435', 'peer': ip((i + 1) % n)}
+            'instance': ip(i) + ':9435', 'address': ip(i), 'peer': ip((i + 1) % n), 'previous': ip((i - 1) % n)}
 
 
 def rank_labels(node, rank):
@@ -117,6 +137,10 @@ def rank_labels(node, rank):
     return {'pid': str(4000 + 17 * rank), 'comm': 'python3', 'namespace': 'inference',
             'pod': 'vllm-%s' % node, 'container': 'vllm', 'pod_uid': hashlib.md5(node.encode()).hexdigest(),
             'container_id': hashlib.sha256(('%s/vllm' % node).encode()).hexdigest()}
+
+
+def sample(name, labels, value):
+    return '%s{%s} %s' % (name, ','.join('%s="%s"' % (k, esc(v)) for k, v in labels.items()), value)
 
 
 def clusters_for(nodes):
@@ -130,7 +154,12 @@ class Node:
         self.i = i
         ids = identity(i, n, clusters)
         self.cluster, self.name, self.instance, peer = ids['cluster'], ids['node'], ids['instance'], ids['peer']
+        self.address, self.peer = ids['address'], peer
         self.faults = []
+        self.stalls = []  # [(fault, peer address)]: rank 0's end toward it in backoff while the fault lasts
+        self.ranks = [{k: rank_labels(self.name, rank)[k] for k in IDENTITY} for rank in range(max(1, gpus))]  # the agent's order
+        self.collective_peers = [sample('nccl_tcp_collective_peers', dict(ident, local_address=self.address, peer=p), 1)
+                                 for ident in self.ranks for p in (ids['previous'], peer)]
         by_family = {}
         keys = sorted(set(rec.healthy) | set(rec.fault), key=lambda k: (k[0] != 'node', k))
         for rank in range(max(1, gpus)):
@@ -140,6 +169,8 @@ class Node:
                 part, name, extra = key
                 if part == 'node' and rank:
                     continue  # the agent's own series, once per node
+                if name in SYNTHETIC:
+                    continue
                 h, f = rec.healthy.get(key), rec.fault.get(key)
                 names = (h or f)[0]
                 labels = dict(extra, **(ident if part != 'node' else {}))
@@ -159,6 +190,7 @@ class Node:
     def render(self, t):
         """The exposition at t seconds after start."""
         active = {f['kind']: f for f in self.faults if f['kind'] in ('gpu', 'tcp') and t >= f['start']}
+        synthetic = self.synthetic(t)
         out = []
         for fam, series in self.lines:
             out.append(self.headers[fam])
@@ -167,8 +199,25 @@ class Node:
                 value = self.value(t, scale, h, f, fault)
                 if value is not None:
                     out.append('%s %s' % (text, repr(value) if isinstance(value, float) else value))
+            out.extend(synthetic.pop(fam, []))
+        for fam, samples in synthetic.items():
+            out.append('# HELP %s %s\n# TYPE %s gauge' % (fam, SYNTHETIC[fam], fam))
+            out.extend(samples)
         out.append('')
         return '\n'.join(out).encode()
+
+    def synthetic(self, t):
+        """{family: samples} of the synthesized series at t."""
+        rank0 = self.ranks[0]
+        # The rank's abort with its own sockets quiet: the agent counts it uncorrelated, the
+        # series born at 1 (the recorded family; only the tcp fault serves its recorded series).
+        aborts = [sample('nccl_tcp_uncorrelated_timeouts_total', dict(rank0, source='nccl', kind='abort'), 1)
+                  for f in self.faults if f['kind'] == 'tcp_remote' and t >= f['start']]
+        stalls = [sample('tcp_peer_stall_seconds', dict(rank0, local_address=self.address, peer=peer),
+                         repr(round(STALL_AT_ABORT + t - f['start'], 3)))
+                  for f, peer in self.stalls if f['start'] <= t < f['end']]
+        return {'nccl_tcp_collective_peers': self.collective_peers, 'tcp_peer_stall_seconds': stalls,
+                'nccl_tcp_uncorrelated_timeouts_total': aborts}
 
     @staticmethod
     def value(t, scale, h, f, fault):
@@ -191,7 +240,16 @@ class Fleet:
         self.nodes = [Node(i, args.nodes, args.gpus, args.clusters, rec) for i in range(args.nodes)]
         self.faults = json.loads(args.faults)
         for f in self.faults:
-            self.nodes[f['node']].faults.append(f)
+            node = self.nodes[f['node']]
+            node.faults.append(f)
+            if f['kind'] == 'tcp':
+                node.stalls.append((f, node.peer))
+            elif f['kind'] == 'tcp_remote':  # the sender: the next node, toward this one
+                sender = self.nodes[(f['node'] + 1) % len(self.nodes)]
+                if sender.cluster != node.cluster:
+                    sys.exit("tcp_remote on node %d: node %d is in another cluster, which the join "
+                             "does not cross" % (f['node'], sender.i))
+                sender.stalls.append((f, node.address))
         self.sd_file, self.port, self.t0 = args.sd_file, args.port, time.time()
         self.listed = None
 

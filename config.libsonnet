@@ -52,6 +52,10 @@
     ttftSloSeconds: '1',
     ttftObjective: 0.99,  // a number: the burn thresholds are computed from it
 
+    // How often the fleet overview's histogram record (group vigil-fleet-histograms) is
+    // evaluated: it reads every bucket series of the fleet.
+    fleetHistogramInterval: '1m',
+
     agentDownFor: '5m',
     // How long a node whose agent target left discovery keeps VigilAgentDown firing (a node
     // removed from the cluster for good stops paging after this).

@@ -42,7 +42,7 @@
     { expr: expr, legendFormat: legend, range: true, datasource: ds },
 
   // A time series panel; unit is Grafana's (percentunit, s, bytes, reqps, short, ...).
-  timeseries(title, description, targets, unit='short', stack=false):: {
+  timeseries(title, description, targets, unit='short', stack=false, links=[]):: {
     type: 'timeseries',
     title: title,
     description: description,
@@ -51,6 +51,7 @@
     fieldConfig: {
       defaults: {
         unit: unit,
+        [if links != [] then 'links']: links,
         custom: { drawStyle: 'line', lineWidth: 1, fillOpacity: if stack then 30 else 10, stacking: { mode: if stack then 'normal' else 'none' } },
       },
       overrides: [],
@@ -59,17 +60,86 @@
   },
 
   // A heatmap of a histogram's buckets (targets must sum by (le)).
-  heatmap(title, description, targets, unit='bytes'):: {
+  heatmap(title, description, targets, unit='bytes', links=[]):: {
     type: 'heatmap',
     title: title,
     description: description,
     datasource: ds,
     targets: [t { format: 'heatmap' } for t in targets],
+    fieldConfig: { defaults: { unit: unit, [if links != [] then 'links']: links }, overrides: [] },
     options: { calculate: false, yAxis: { unit: unit }, cellGap: 1, color: { scheme: 'Oranges', mode: 'scheme' } },
   },
 
-  // Lays panels out two per row (width 12, height 8) and numbers them; refIds A, B, ...
-  dashboard(uid, title, description, variables, panels):: {
+  // Thresholds as Grafana writes them: base colour, then [value, colour] steps upwards.
+  thresholds(base, steps=[]):: {
+    mode: 'absolute',
+    steps: [{ color: base, value: null }] + [{ color: s[1], value: s[0] } for s in steps],
+  },
+
+  // A link to another Vigil dashboard with the current time range; params are extra URL
+  // parameters (var-cluster=..., may use ${__field.labels.x} or ${__data.fields.x}).
+  dashboardLink(title, uid, params=''):: {
+    title: title,
+    url: '/d/%s/%s?${__url_time_range}%s' % [uid, uid, if params == '' then '' else '&' + params],
+  },
+
+  // A single value per series (e.g. per cluster), coloured by its thresholds; the reduction is
+  // the last value. gridW/gridH: its size in the layout (hidden fields).
+  stat(title, description, targets, unit='short', thresholds=self.thresholds('green'), links=[]):: {
+    type: 'stat',
+    title: title,
+    description: description,
+    datasource: ds,
+    targets: targets,
+    gridW:: 4,
+    gridH:: 4,
+    fieldConfig: {
+      defaults: { unit: unit, thresholds: thresholds, color: { mode: 'thresholds' }, links: links },
+      overrides: [],
+    },
+    options: {
+      reduceOptions: { calcs: ['lastNotNull'], fields: '', values: false },
+      colorMode: 'background',
+      graphMode: 'area',
+      textMode: 'value_and_name',
+      justifyMode: 'auto',
+      orientation: 'auto',
+    },
+  },
+
+  // A table of an instant query (one row per series, its labels as columns, Value in unit and
+  // coloured by thresholds); links on every cell (use ${__data.fields.<label>}).
+  table(title, description, targets, unit='short', thresholds=self.thresholds('green'), links=[]):: {
+    type: 'table',
+    title: title,
+    description: description,
+    datasource: ds,
+    targets: [t { instant: true, range: false, format: 'table' } for t in targets],
+    fieldConfig: {
+      defaults: { unit: unit, thresholds: thresholds, links: links, custom: { align: 'auto' } },
+      overrides: [{
+        matcher: { id: 'byName', options: 'Value' },
+        properties: [{ id: 'custom.cellOptions', value: { type: 'color-background' } }, { id: 'color', value: { mode: 'thresholds' } }],
+      }],
+    },
+    transformations: [{ id: 'organize', options: { excludeByName: { Time: true } } }],
+    options: { showHeader: true, sortBy: [{ displayName: 'Value', desc: true }] },
+  },
+
+  // Lays panels out left to right, wrapping at 24 columns (gridW x gridH each, default 12 x 8:
+  // two per row), and numbers them; refIds A, B, ...
+  local layout(panels) = std.foldl(
+    function(acc, p)
+      local w = std.get(p, 'gridW', 12, inc_hidden=true);
+      local h = std.get(p, 'gridH', 8, inc_hidden=true);
+      local wrap = acc.x + w > 24;
+      local x = if wrap then 0 else acc.x;
+      local y = if wrap then acc.y + acc.h else acc.y;
+      local rowH = if wrap then h else std.max(acc.h, h);
+      { x: x + w, y: y, h: rowH, out: acc.out + [{ x: x, y: y, w: w, h: h }] },
+    panels, { x: 0, y: 0, h: 0, out: [] }).out,
+
+  dashboard(uid, title, description, variables, panels, links=[]):: {
     uid: uid,
     title: title,
     description: description,
@@ -81,11 +151,12 @@
     refresh: '30s',
     timezone: 'utc',
     templating: { list: variables },
-    links: [{ type: 'dashboards', tags: ['vigil'], asDropdown: true, title: 'Vigil dashboards' }],
+    links: [{ type: 'dashboards', tags: ['vigil'], asDropdown: true, title: 'Vigil dashboards' }] + links,
+    local grid = layout(panels),
     panels: [
       panels[i] {
         id: i + 1,
-        gridPos: { x: (i % 2) * 12, y: std.floor(i / 2) * 8, w: 12, h: 8 },
+        gridPos: grid[i],
         targets: [panels[i].targets[j] { refId: std.char(65 + j) } for j in std.range(0, std.length(panels[i].targets) - 1)],
       }
       for i in std.range(0, std.length(panels) - 1)

@@ -5,6 +5,8 @@ local failuresIn = import 'failures.libsonnet';
 {
   local c = $._config,
   local by(labels) = 'by (%s)' % std.join(', ', labels),
+  // Appended to a per-cluster count: 0 for every cluster with an agent target, not no data.
+  local zeroPerCluster = 'or on (cluster) (0 * group by (cluster) (up{%s}))' % c.agentSelector,
 
   // TTFT error ratio: requests whose first token came later than the SLO, over all requests.
   local ttftErrors(window) = |||
@@ -74,7 +76,79 @@ local failuresIn = import 'failures.libsonnet';
             ||| % { P: by(c.processLabels + ['source', 'kind']), sel: c.agentSelector, w: c.correlatedTimeoutWindow,
                   failures: failuresIn('nccl_tcp_uncorrelated_timeouts_total{%s}' % c.agentSelector, c.correlatedTimeoutWindow) },
           },
+          {
+            // The fleet dashboard's count per cluster (0 where none): here, after the record it
+            // reads, not in vigil-fleet (a record is read in its own group only).
+            record: 'vigil_fleet:nccl_tcp_cross_node_correlated_timeouts:sum',
+            expr: 'sum by (cluster) (vigil:nccl_tcp_cross_node_correlated_timeouts:increase%s) %s' % [c.correlatedTimeoutWindow, zeroPerCluster],
+          },
         ],
+      },
+      {
+        // The fleet overview (dashboards: vigil-fleet) reads only these: per node (cluster, node)
+        // for its worst-nodes tables, per cluster for everything else, so a panel touches
+        // O(clusters) series (O(nodes) for the tables), never O(nodes x processes). Per-cluster
+        // records read the per-node ones above them where they can (same group, in order).
+        // "or zeros": a cluster with nothing to count shows 0, not "no data".
+        name: 'vigil-fleet',
+        rules: [
+          { record: 'vigil_node:gpu_memory_fragmentation_ratio:max', expr: 'max by (cluster, node) (gpu_memory_fragmentation_ratio{%s})' % c.agentSelector },
+          { record: 'vigil_node:nccl_tcp_timeout_risk_ratio:max', expr: 'max by (cluster, node) (nccl_tcp_timeout_risk_ratio{%s})' % c.agentSelector },
+          { record: 'vigil_node:cuda_graph_launch_failures:rate5m', expr: 'sum by (cluster, node) (rate(cuda_graph_launch_failures_total{%s}[5m]))' % c.agentSelector },
+          { record: 'vigil_node:tcp_retransmits:rate5m', expr: 'sum by (cluster, node) (rate(tcp_retransmits_total{%s}[5m]))' % c.agentSelector },
+          { record: 'vigil_node:gpu_processes:count', expr: 'count by (cluster, node) (gpu_memory_live_bytes{%s})' % c.agentSelector },
+          { record: 'vigil_fleet:agents_up:sum', expr: 'sum by (cluster) (up{%s})' % c.agentSelector },
+          { record: 'vigil_fleet:agents_down:sum', expr: 'sum by (cluster) (up{%s} == bool 0)' % c.agentSelector },
+          {
+            // Nodes seen in agentGoneWindow that no agent answers for now (target gone from
+            // discovery): VigilAgentDown's second half, counted.
+            record: 'vigil_fleet:agents_gone:count',
+            expr: 'count by (cluster) (group by (cluster, node) (max_over_time(up{%(s)s}[%(w)s])) unless on (cluster, node) up{%(s)s}) %(z)s'
+                  % { s: c.agentSelector, w: c.agentGoneWindow, z: zeroPerCluster },
+          },
+          { record: 'vigil_fleet:gpu_processes:sum', expr: 'sum by (cluster) (vigil_node:gpu_processes:count)' },
+          { record: 'vigil_fleet:gpu_memory_live_bytes:sum', expr: 'sum by (cluster) (gpu_memory_live_bytes{%s})' % c.agentSelector },
+          { record: 'vigil_fleet:gpu_memory_fragmentation_ratio:max', expr: 'max by (cluster) (vigil_node:gpu_memory_fragmentation_ratio:max)' },
+          {
+            record: 'vigil_fleet:gpu_fragmented_nodes:count',
+            expr: 'count by (cluster) (vigil_node:gpu_memory_fragmentation_ratio:max > %s) %s' % [c.fragmentationThreshold, zeroPerCluster],
+          },
+          { record: 'vigil_fleet:cuda_graph_launch_failures:rate5m', expr: 'sum by (cluster) (vigil_node:cuda_graph_launch_failures:rate5m) %s' % zeroPerCluster },
+          { record: 'vigil_fleet:nccl_tcp_timeout_risk_ratio:max', expr: 'max by (cluster) (vigil_node:nccl_tcp_timeout_risk_ratio:max)' },
+          {
+            record: 'vigil_fleet:nccl_tcp_risky_nodes:count',
+            expr: 'count by (cluster) (vigil_node:nccl_tcp_timeout_risk_ratio:max > %s) %s' % [c.timeoutRiskThreshold, zeroPerCluster],
+          },
+          { record: 'vigil_fleet:tcp_stall_seconds:max', expr: 'max by (cluster) (tcp_stall_seconds{%s})' % c.agentSelector },
+          { record: 'vigil_fleet:tcp_retransmits:rate5m', expr: 'sum by (cluster) (vigil_node:tcp_retransmits:rate5m) %s' % zeroPerCluster },
+          {
+            // Failed collectives in correlatedTimeoutWindow with TCP in backoff on the process's
+            // own node. Named without the window: the dashboard reads it whatever the window.
+            record: 'vigil_fleet:nccl_tcp_correlated_timeouts:sum',
+            expr: 'sum by (cluster) (%s) %s' % [failuresIn('nccl_tcp_correlated_timeouts_total{%s}' % c.agentSelector, c.correlatedTimeoutWindow), zeroPerCluster],
+          },
+        ] + [
+          {
+            // Vigil alerts firing per cluster and priority (P1 pages, P2 tickets).
+            record: 'vigil_fleet:alerts_firing:count',
+            labels: { priority: p },
+            expr: 'count by (cluster) (ALERTS{alertname=~"Vigil.*", alertstate="firing", priority="%s"}) %s' % [p, zeroPerCluster],
+          }
+          for p in ['P1', 'P2']
+        ],
+      },
+      {
+        // The fleet's allocation-size histogram for the overview's heatmap: the one fleet record
+        // that reads every bucket of every process (42 buckets x processes; at 100 nodes x 8 GPUs
+        // it took 0.3-0.6 s of the group's 0.57 s, every other record a few ms), so in a group of
+        // its own at a longer interval (fleetHistogramInterval). A heatmap cell per minute is
+        // what the panel shows anyway.
+        name: 'vigil-fleet-histograms',
+        interval: c.fleetHistogramInterval,
+        rules: [{
+          record: 'vigil_fleet:gpu_memory_allocation_size_bytes_bucket:rate5m',
+          expr: 'sum by (cluster, le) (rate(gpu_memory_allocation_size_bytes_bucket{%s}[5m]))' % c.agentSelector,
+        }],
       },
     ],
   },

@@ -39,11 +39,11 @@ def rule_overrides(interval, agent_gone_window=None):
     s = lambda k: '%ds' % (k * interval)  # noqa: E731
     return {'graphFailuresWindow': s(4), 'p1For': s(2), 'timeoutRiskFor': s(1),
             'correlatedTimeoutWindow': s(6), 'correlatedFor': s(1), 'agentDownFor': s(2),
-            'agentGoneWindow': agent_gone_window or s(40)}
+            'agentGoneWindow': agent_gone_window or s(40), 'fleetHistogramInterval': s(1)}
 
 
 class Pipeline:
-    def __init__(self, nodes, gpus, interval, faults, overrides):
+    def __init__(self, nodes, gpus, interval, faults, overrides, clusters=0):
         # SIGTERM (a test timeout, ^C's cousin) unwinds through stop() instead of dying in place.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         self.dir = tempfile.mkdtemp(prefix='vigil-fleet-')
@@ -69,7 +69,7 @@ class Pipeline:
                 if r.returncode != 0:
                     fail("vmalert does not load %s: %s" % (rules, r.stderr[-2000:]))
             self.start('simulator', [sys.executable, os.path.join(HERE, 'simulate.py'), '--nodes', str(nodes),
-                                     '--gpus', str(gpus), '--port', str(p['sim']), '--sd-file', sd,
+                                     '--gpus', str(gpus), '--clusters', str(clusters), '--port', str(p['sim']), '--sd-file', sd,
                                      '--faults', json.dumps(faults)], stdout=subprocess.PIPE)
             line = self.procs['simulator'][0].stdout.readline()
             if not line.startswith('ready'):

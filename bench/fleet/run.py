@@ -2,8 +2,11 @@
 """The fleet benchmark (bench/fleet/run.sh): N simulated nodes through the pipeline (pipeline.py),
 faults on chosen nodes (a fragmentation + graph-failure P1 on two, a TCP stall with a correlated
 abort on one, an abort whose stall is on the next node only, an agent that stops answering and one
-that leaves discovery), the pages checked (signals.py), then the measurement table (measure.py).
-usage: run.py [--nodes 1000] [--gpus 8] [--interval 15] [--table-out FILE]"""
+that leaves discovery), the pages checked (signals.py), every dashboard panel queried in both
+engines (dashboards.py: vigil-fleet's must all return data), then the measurement table (measure.py).
+usage: run.py [--nodes 1000] [--gpus 8] [--clusters K] [--interval 15] [--table-out FILE] [--dashboards-png DIR]
+  --dashboards-png DIR: draw vigil-fleet (from the baseline Prometheus) to DIR/vigil-fleet.png, its
+  stats and tables as they were half-way through the faults (docs/dashboards: DIR=docs/dashboards)"""
 import argparse
 import os
 import sys
@@ -12,6 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from measure import snapshot, table  # noqa: E402
 from pipeline import Pipeline, rule_overrides, wait_until  # noqa: E402
 from signals import check  # noqa: E402
+import dashboards  # noqa: E402
 
 
 def main():
@@ -19,7 +23,9 @@ def main():
     ap.add_argument('--nodes', type=int, default=1000)
     ap.add_argument('--gpus', type=int, default=8)
     ap.add_argument('--interval', type=int, default=15, help='seconds between scrapes and between rule evaluations')
+    ap.add_argument('--clusters', type=int, default=0, help='default: one per 250 nodes')
     ap.add_argument('--table-out')
+    ap.add_argument('--dashboards-png', metavar='DIR')
     args = ap.parse_args()
     n, i = args.nodes, args.interval
     if n < 10:
@@ -34,7 +40,7 @@ def main():
               {'node': n // 3, 'kind': 'down', 'start': start, 'end': end},
               {'node': 2 * n // 3, 'kind': 'gone', 'start': start, 'end': end}]
     overrides = rule_overrides(i)
-    with Pipeline(n, args.gpus, i, faults, overrides) as pipe:
+    with Pipeline(n, args.gpus, i, faults, overrides, args.clusters) as pipe:
         print("pipeline up in %.0f s; faults at %d..%d s: %s" % (
             pipe.now(), start, end, ', '.join('%s on node %d' % (f['kind'], f['node']) for f in faults)), flush=True)
         wait_until('every target scraped', lambda: pipe.now() > start - 2 * i, 10 * i, step=1)
@@ -43,12 +49,16 @@ def main():
         b = snapshot(pipe)
         firing = sorted((r['metric']['alertname'], r['metric'].get('node', '')) for r in pipe.query(
             'prometheus', 'ALERTS{alertstate="firing"}'))
-        signals = check(pipe, faults, n, overrides, resolve_by=end + 10 * i)
+        signals = check(pipe, faults, n, overrides, resolve_by=end + 10 * i, clusters=args.clusters)
         print("\nsignals (alert, node, s from fault start to notification, s from the fault's end to resolved;"
               " for the correlated abort, from one window after it):")
         for alertname, node, fired, resolved in signals:
             print("  %-40s %s  fired +%.0f s  resolved +%.0f s" % (alertname, node, fired, resolved))
         print("Prometheus (baseline) firing near the fault's end: %s" % firing)
+        print()
+        dashboards.check(pipe, 0, pipe.now(), required=['vigil-fleet'], render_to=args.dashboards_png,
+                         render_at=(start + end) // 2, caption='fleet simulation: %d nodes, faults %s from +%d s to +%d s' % (
+                             n, ', '.join(sorted({f['kind'] for f in faults})), start, end))
         text = table(pipe, a, b, n, args.gpus)
         print('\n' + text, flush=True)
         if args.table_out:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the fleet benchmark (bench/fleet/run.py): simulated nodes through two vmagent shards,
 # VictoriaMetrics, vmalert and Alertmanager, with Prometheus as the baseline; prints the table.
-# usage: bench/fleet/run.sh [--nodes 1000] [--gpus 8] [--interval 15] [--table-out FILE]
+# usage: bench/fleet/run.sh [--nodes 1000] [--gpus 8] [--clusters K] [--interval 15] [--table-out FILE] [--dashboards-png DIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 for bin in prometheus prometheus-alertmanager victoria-metrics vmagent vmalert jsonnet; do

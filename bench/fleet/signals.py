@@ -19,9 +19,10 @@ def seconds(duration):
     return int(duration[:-1]) * {'s': 1, 'm': 60, 'h': 3600}[duration[-1]]
 
 
-def expected(fault, nodes):
+def expected(fault, nodes, clusters=0):
     """[(receiver path, labels)] the fault must raise: exact label sets."""
-    ids = identity(fault['node'], nodes, clusters_for(nodes))
+    clusters = clusters or clusters_for(nodes)
+    ids = identity(fault['node'], nodes, clusters)
     target = {'cluster': ids['cluster'], 'node': ids['node'], 'instance': ids['instance']}
     proc = dict(target, **rank_labels(ids['node'], 0), **P1)
     if fault['kind'] == 'gpu':
@@ -30,7 +31,7 @@ def expected(fault, nodes):
         return [(PAGE, dict(proc, alertname='VigilNcclTcpTimeoutRiskHigh')),
                 (PAGE, dict(proc, alertname='VigilNcclTcpCorrelatedTimeouts', source='nccl', kind='abort'))]
     if fault['kind'] == 'tcp_remote':  # the rank that timed out pages, naming the sender's node
-        sender = identity((fault['node'] + 1) % nodes, nodes, clusters_for(nodes))
+        sender = identity((fault['node'] + 1) % nodes, nodes, clusters)
         return [(PAGE, dict(proc, alertname='VigilNcclTcpCrossNodeCorrelatedTimeouts', source='nccl', kind='abort',
                             peer_node=sender['node']))]
     return [(TICKET, dict(target, job='vigil-agent', alertname='VigilAgentDown', **P2_AGENT))]
@@ -48,12 +49,12 @@ def earliest_resolve(labels, fault, overrides):
     return fault['end']
 
 
-def check(pipe, faults, nodes, overrides, resolve_by):
+def check(pipe, faults, nodes, overrides, resolve_by, clusters=0):
     """Waits for every expected firing (by its fault's end) and resolved notification (not before
     earliest_resolve, by RESOLVE_BY seconds after start); fails on anything else the receivers
     got. Returns [(alertname, node, s from fault start to page, s from earliest_resolve to resolved)]."""
     want = {key(labels): (path, dict(f, resolve_from=earliest_resolve(labels, f, overrides)))
-            for f in faults for path, labels in expected(f, nodes)}
+            for f in faults for path, labels in expected(f, nodes, clusters)}
     fired, resolved = {}, {}
     while len(resolved) < len(want):
         pipe.check_alive()

@@ -32,7 +32,7 @@ LIBM = '/lib/x86_64-linux-gnu/libm.so.6'
 COLLECTIVE_TIMEOUT_S = 10
 # Short windows so a fault fires and resolves in seconds; thresholds and expressions unchanged.
 RULE_OVERRIDES = {'graphFailuresWindow': '20s', 'p1For': '5s', 'timeoutRiskFor': '3s',
-                  'correlatedTimeoutWindow': '20s', 'correlatedFor': '3s'}
+                  'correlatedTimeoutWindow': '20s', 'correlatedFor': '3s', 'fleetHistogramInterval': '1s'}
 PAGE, PAGERDUTY, TICKET = '/page', '/pagerduty', '/ticket'
 
 

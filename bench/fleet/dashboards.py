@@ -7,28 +7,37 @@ PNG per panel type (tests/e2e/alerting/dashboards_check.py).
 vigil-worker is skipped: its panels read vigil-worker's own series, and the simulator serves
 vigil-agent endpoints only (SKIP). Panels of the other dashboards that read series the recordings
 never hold are reported by `check`, and fail only for the dashboards in `required`.
+Each query's wall time is kept (TIMES); panel_times() makes the per-panel table (Prometheus ms,
+VictoriaMetrics ms) of the last check.
 usage (a running pipeline): from dashboards import check; check(pipe, start, end, required=['vigil-fleet'])"""
 import glob
 import json
 import os
 import sys
+import time
 import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'e2e', 'alerting'))
-from dashboards_check import query_dashboards, render  # noqa: E402
+from dashboards_check import query_dashboards, render, substitute  # noqa: E402
 from stack import fail, http_get  # noqa: E402
 
 GENERATED = os.path.join(ROOT, 'dashboards', 'generated')
 SKIP = {'vigil-worker': 'reads vigil-worker series; the simulator serves vigil-agent endpoints only'}
 ENGINES = ('prometheus', 'victoria-metrics')
+# Wall time of each panel query, in the order check() ran them: [(engine, expr, seconds)].
+TIMES = []
+VARIABLES_USED = {}
 
 
 def query_range(pipe, engine):
     def q(expr, start, end, step):
-        body = json.loads(http_get(pipe.url(engine, '/api/v1/query_range?' + urllib.parse.urlencode(
-            {'query': expr, 'start': start, 'end': end, 'step': step})), timeout=120))
+        t = time.time()
+        raw = http_get(pipe.url(engine, '/api/v1/query_range?' + urllib.parse.urlencode(
+            {'query': expr, 'start': start, 'end': end, 'step': step})), timeout=120)
+        TIMES.append((engine, expr, time.time() - t))
+        body = json.loads(raw)
         if body['status'] != 'success':
             fail("%s query_range %s: %s" % (engine, expr, body))
         return body['data']['result']
@@ -47,9 +56,12 @@ def check(pipe, start, end, required=('vigil-fleet',), engines=ENGINES, render_t
     titles = {json.load(open(p))['title']: json.load(open(p))['uid'] for p in paths}
     i = pipe.interval
     # $__rate_interval: Grafana's max(4 x scrape interval, step + scrape interval).
-    variables = {'$cluster': '.*', '$node': '.*', '$namespace': '.*', '$pod': '.*', '$__rate_interval': '%ds' % (4 * i)}
+    variables = VARIABLES_USED
+    variables.clear()
+    variables.update({'$cluster': '.*', '$node': '.*', '$namespace': '.*', '$pod': '.*', '$__rate_interval': '%ds' % (4 * i)})
     a, b = pipe.t0 + start, pipe.t0 + end
     step = max(1, i)
+    del TIMES[:]
     empties, failed = {}, []
     for engine in engines:
         rendered, empty = query_dashboards(query_range(pipe, engine), paths, a, b, step, variables)
@@ -68,3 +80,24 @@ def check(pipe, start, end, required=('vigil-fleet',), engines=ENGINES, render_t
     if failed:
         fail("panels without data in the simulation:\n  " + '\n  '.join(failed))
     return empties
+
+
+def panel_times(start, end, step, only=('vigil-fleet', 'vigil-gpu', 'vigil-nccl-tcp', 'vigil-agent')):
+    """The query time of every panel target check() ran (the last call's TIMES), as a table: per
+    dashboard and panel, Prometheus ms and VictoriaMetrics ms (a panel's targets summed)."""
+    took = {}
+    for engine, expr, s in TIMES:
+        took.setdefault((engine, expr), s)  # the first (uncached) run of an expression
+    rows = ['| dashboard / panel (range query over %.0f s, step %d s) | Prometheus ms | VictoriaMetrics ms |' % (end - start, step),
+            '|---|---|---|']
+    totals = [0.0, 0.0]
+    for path in sorted(glob.glob(os.path.join(GENERATED, '*.json'))):
+        uid = os.path.basename(path)[:-5]
+        if uid in SKIP or (only and uid not in only):
+            continue
+        for p in json.load(open(path))['panels']:
+            t = [sum(took.get((e, substitute(x['expr'], VARIABLES_USED)), float('nan')) for x in p['targets']) for e in ENGINES]
+            totals = [a + b for a, b in zip(totals, t)]
+            rows.append('| %s / %s | %.1f | %.1f |' % (uid, p['title'], 1000 * t[0], 1000 * t[1]))
+    rows.append('| all panels above, one after another | %.1f | %.1f |' % (1000 * totals[0], 1000 * totals[1]))
+    return '\n'.join(rows)

@@ -99,6 +99,10 @@ def table(pipe, a, b, nodes, gpus):
         rows.append('| rule group %s: evaluation time (Prometheus last, vmalert mean) | %.3f s | %.3f s |' % (group, p[0] if p else float('nan'), v))
     for group, (tp, tv) in sorted(b['queries'].items()):
         rows.append('| rule group %s: its expressions as instant queries, one at a time | %.3f s | %.3f s |' % (group, tp, tv))
+    size = pick(b['victoria-metrics'], 'vm_data_size_bytes', 'storage/')
+    stored = pick(b['victoria-metrics'], 'vm_rows', 'storage/')
+    rows.append('| VictoriaMetrics storage: data bytes, rows, bytes per sample (vm_data_size_bytes / vm_rows, storage parts; index %.1f MiB) | | %.1f MiB, %d, %.2f |' % (
+        pick(b['victoria-metrics'], 'vm_data_size_bytes', 'indexdb') / 2**20, size / 2**20, stored, size / stored if stored else float('nan')))
     rows += ['', '| component | RSS | peak RSS | CPU (cores, mean) |', '|---|---|---|---|']
     for name in ('simulator', 'prometheus', 'victoria-metrics', 'vmagent0', 'vmagent1', 'vmalert', 'alertmanager'):
         rss, hwm, cpu = b['proc'][name]

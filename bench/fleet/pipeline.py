@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 
 import yaml
@@ -83,7 +84,11 @@ class Pipeline:
             # default, against late remote writes); one interval keeps alert latency comparable.
             self.start('victoria-metrics', ['victoria-metrics', '-storageDataPath=' + d('vm'), '-retentionPeriod=1d',
                                             '-httpListenAddr=127.0.0.1:%d' % p['vm'],
-                                            '-search.latencyOffset=%ds' % min(interval, 5), '-loggerLevel=WARN'])
+                                            '-search.latencyOffset=%ds' % min(interval, 5), '-loggerLevel=WARN',
+                                            # 300,000 by default: the allocation-size histogram record
+                                            # (vigil-fleet-histograms) reads 336 series per node, past
+                                            # it from about N = 900 on (HTTP 422 to vmalert and queries).
+                                            '-search.maxUniqueTimeseries=100000000'])
             for i in (0, 1):
                 self.start('vmagent%d' % i, ['vmagent', '-promscrape.config=' + d('scrape.yml'),
                                              '-promscrape.cluster.membersCount=2', '-promscrape.cluster.memberNum=%d' % i,
@@ -141,7 +146,10 @@ class Pipeline:
         return time.time() - self.t0
 
     def query(self, name, expr):
-        body = json.loads(http_get(self.url(name, '/api/v1/query?' + urllib.parse.urlencode({'query': expr})), timeout=60))
+        try:
+            body = json.loads(http_get(self.url(name, '/api/v1/query?' + urllib.parse.urlencode({'query': expr})), timeout=60))
+        except urllib.error.HTTPError as e:
+            fail("%s query %s: HTTP %d: %s" % (name, expr, e.code, e.read().decode(errors='replace')[:500]))
         if body['status'] != 'success':
             fail("%s query %s: %s" % (name, expr, body))
         return body['data']['result']

@@ -56,10 +56,13 @@ def main():
             print("  %-40s %s  fired +%.0f s  resolved +%.0f s" % (alertname, node, fired, resolved))
         print("Prometheus (baseline) firing near the fault's end: %s" % firing)
         print()
-        dashboards.check(pipe, 0, pipe.now(), required=['vigil-fleet'], render_to=args.dashboards_png,
+        qend = pipe.now()
+        dashboards.check(pipe, 0, qend, required=['vigil-fleet'], render_to=args.dashboards_png,
                          render_at=(start + end) // 2, caption='fleet simulation: %d nodes, faults %s from +%d s to +%d s' % (
                              n, ', '.join(sorted({f['kind'] for f in faults})), start, end))
         text = table(pipe, a, b, n, args.gpus)
+        text += '\n\nPanel query times (every panel target as a range query over the run, first run of each expression):\n\n'
+        text += dashboards.panel_times(0, qend, max(1, i))
         print('\n' + text, flush=True)
         if args.table_out:
             with open(args.table_out, 'w') as f:

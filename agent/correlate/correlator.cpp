@@ -70,13 +70,6 @@ std::vector<ConnectionEnd> ConnectionTable::ends_of(uint32_t pid) const {
   return out;
 }
 
-std::vector<ConnectionEnd> ConnectionTable::owned_ends() const {
-  std::vector<ConnectionEnd> out;
-  for (const auto& [key, state] : ends_)
-    if (state.tgid) out.push_back({key, state, true});
-  return out;
-}
-
 const ConnectionEnd* backoff_in_window(const std::vector<ConnectionEnd>& ends, uint64_t window_start_ns,
                                        uint64_t end_ns) {
   for (const auto& e : ends)
@@ -235,14 +228,14 @@ std::vector<prometheus::MetricFamily> Correlator::Collect() const {
   // The connection table holds up to 32768 ends: read only where a collective runs.
   const ConnectionTable conns = timeouts.empty() ? ConnectionTable{} : ConnectionTable::read(tcp_conns_fd_);
   const uint64_t now = monotonic_ns();
-  std::map<uint32_t, std::string> collective;
+  PeerView peers;
   for (const auto& [pid, t] : timeouts) {
-    add_sample(risk, process_labels(processes_, pid, t.second), timeout_risk_ratio(conns.ends_of(pid), now, t.first));
-    collective[pid] = t.second;
+    const LabelList process = process_labels(processes_, pid, t.second);
+    const std::vector<ConnectionEnd> ends = conns.ends_of(pid);
+    add_sample(risk, process, timeout_risk_ratio(ends, now, t.first));
+    peers.add(process, ends, now, top_peers_);
   }
-  std::vector<prometheus::MetricFamily> out{correlated, uncorrelated, risk};
-  for (auto& f : peer_view(conns, collective, now, top_peers_, processes_)) out.push_back(std::move(f));
-  return out;
+  return {correlated, uncorrelated, risk, peers.stalls, peers.pairs};
 }
 
 }  // namespace vigil::agent

@@ -57,8 +57,6 @@ class ConnectionTable {
   // Both ends of every connection `pid` owns an end of: its own and, where the other end is on
   // this node (the key with addresses and ports swapped), that one too.
   std::vector<ConnectionEnd> ends_of(uint32_t pid) const;
-  // Every end whose owning process is known.
-  std::vector<ConnectionEnd> owned_ends() const;
 
  private:
   struct KeyLess {  // keys are stored with their padding zeroed, so bytes compare
@@ -77,7 +75,7 @@ class Correlator : public prometheus::Collectable {
  public:
   // Any fd may be -1 when its probe set is not loaded. NCCL processes announce no timeout:
   // `nccl_timeout` (config correlation.collective_timeout) stands in for theirs.
-  // `top_peers` bounds the per-peer series of a process (peer_view.h).
+  // `top_peers` bounds the per-peer series of a process (PeerView, peer_view.h).
   Correlator(int tcp_conns_fd, int nccl_procs_fd, int nccl_async_fd, std::chrono::milliseconds nccl_timeout,
              int top_peers, ProcessTable& processes);
 

@@ -119,7 +119,12 @@ local failuresIn = import 'failures.libsonnet';
             record: 'vigil_fleet:nccl_tcp_risky_nodes:count',
             expr: 'count by (cluster) (vigil_node:nccl_tcp_timeout_risk_ratio:max > %s) %s' % [c.timeoutRiskThreshold, zeroPerCluster],
           },
-          { record: 'vigil_fleet:tcp_stall_seconds:max', expr: 'max by (cluster) (tcp_stall_seconds{%s})' % c.agentSelector },
+          {
+            // The agent exports a connection's TCP state only once it retransmits: a cluster
+            // with no connection in backoff has no series, and its longest stall is 0.
+            record: 'vigil_fleet:tcp_stall_seconds:max',
+            expr: 'max by (cluster) (tcp_stall_seconds{%s}) %s' % [c.agentSelector, zeroPerCluster],
+          },
           { record: 'vigil_fleet:tcp_retransmits:rate5m', expr: 'sum by (cluster) (vigil_node:tcp_retransmits:rate5m) %s' % zeroPerCluster },
           {
             // Failed collectives in correlatedTimeoutWindow with TCP in backoff on the process's

@@ -108,3 +108,11 @@ def table(pipe, a, b, nodes, gpus):
         rss, hwm, cpu = b['proc'][name]
         rows.append('| %s | %.0f MiB | %.0f MiB | %.2f |' % (name, rss, hwm, (cpu - a['proc'][name][2]) / dt))
     return '\n'.join(rows)
+
+
+def report(text, table_out=None):
+    """Prints the table, and writes it to TABLE_OUT (docs/scale/*.md) when given."""
+    print('\n' + text, flush=True)
+    if table_out:
+        with open(table_out, 'w') as f:
+            f.write(text + '\n')

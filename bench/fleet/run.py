@@ -12,7 +12,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from measure import snapshot, table  # noqa: E402
+from measure import report, snapshot, table  # noqa: E402
 from pipeline import Pipeline, rule_overrides, wait_until  # noqa: E402
 from signals import check  # noqa: E402
 import dashboards  # noqa: E402
@@ -63,10 +63,7 @@ def main():
         text = table(pipe, a, b, n, args.gpus)
         text += '\n\nPanel query times (every panel target as a range query over the run, first run of each expression):\n\n'
         text += dashboards.panel_times(0, qend, max(1, i))
-        print('\n' + text, flush=True)
-        if args.table_out:
-            with open(args.table_out, 'w') as f:
-                f.write(text + '\n')
+        report(text, args.table_out)
     print("ok")
 
 

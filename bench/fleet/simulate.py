@@ -10,7 +10,8 @@ asyncio loop keeps every scraper's keep-alive connection without a thread per co
 Each node runs --gpus ranks (one process per GPU). A rank's series are the recorded GPU process's
 and NCCL process's series (bench/fleet/recordings, from record.py) under the rank's own pid, pod,
 container and peer; counters grow at the recorded rates times a per-rank factor, gauges keep
-their recorded values. The agent's own series come once per node. Faults (--faults JSON list of
+their recorded values. The agent's own series come once per node, and so do the series it sums
+per container and program (one pod per node: every rank's share in one series). Faults (--faults JSON list of
 {"node": i, "kind": k, "start": s, "end": e}, seconds after start) change a node's rank 0:
   gpu   the fault recording's GPU series (small allocations, failing graph launches): the P1
         VigilGpuFragmentationGraphFailures
@@ -24,8 +25,8 @@ their recorded values. The agent's own series come once per node. Faults (--faul
   down  the endpoint answers 503 (the agent hangs or crashes; its target stays)
   gone  the target leaves the file_sd list and the endpoint answers 404 (the pod is gone)
 Node I's address is 10.64.<I // 256>.<I % 256> (its agent at port 9435, the instance label); a
-rank's `peer` is the next node's. Families the recordings predate, synthesized here for every
-node: nccl_tcp_collective_peers (each rank's connections to the previous and the next node, from
+rank's `peer` is the next node's. Families that hold addresses, synthesized here for every
+node (the recorded ones name the recording host's veth pair): nccl_tcp_collective_peers (each rank's connections to the previous and the next node, from
 the node's address) and tcp_peer_stall_seconds (only the stalled ends of the tcp faults); and the
 uncorrelated abort of tcp_remote. The contract is the agent's (docs/correlation.md).
 Prints "ready port=P t0=T" once serving. usage: simulate.py --nodes N --sd-file F [--faults JSON]"""
@@ -43,8 +44,8 @@ SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 IDENTITY = ('pid', 'comm', 'container_id', 'pod_uid', 'namespace', 'pod', 'container')
 GPU_FAMILIES = ('gpu_', 'cuda_')  # the families the gpu fault changes; tcp_ and nccl_ for tcp
-# Families synthesized per node (see above); a recording that has them is not used for them:
-# their addresses are the node's.
+# Families synthesized per node (see above); the recordings' samples of them are not used (their
+# addresses are the node's), only their HELP and TYPE; the text here is for recordings without them.
 SYNTHETIC = {
     'nccl_tcp_collective_peers': 'The address pairs of the TCP connections a collective process holds.',
     'tcp_peer_stall_seconds': 'How long the connection from local_address to peer has been in RTO backoff without progress.',
@@ -81,7 +82,9 @@ def family_of(name, types):
 
 class Recording:
     """The four recorded scrapes as series keyed by (part, name, labels without identity):
-    part 'gpu' or 'nccl' for the two workload processes, 'node' for the agent's own series."""
+    part 'gpu' or 'nccl' for the two workload processes, 'group' for the series the agent sums
+    over a container's program (no pid: the allocation-size histogram, TCP resets), 'node' for
+    the agent's own series and the kernel's unattributed ones."""
 
     def __init__(self, folder):
         self.families, self.types = {}, {}
@@ -102,6 +105,8 @@ class Recording:
                         continue  # another process on the recording machine
                 elif d.get('comm', 'python3') not in ('python3', '[unattributed]'):
                     continue
+                elif d.get('comm') == 'python3' and 'container_id' in d:
+                    part = 'group'  # summed per container and program by the agent: no pid
                 else:
                     part = 'node'
                 key = (part, name, tuple((k, v) for k, v in labels if part == 'node' or k not in IDENTITY))
@@ -173,7 +178,10 @@ class Node:
                     continue
                 h, f = rec.healthy.get(key), rec.fault.get(key)
                 names = (h or f)[0]
-                labels = dict(extra, **(ident if part != 'node' else {}))
+                if part == 'group':  # one series per node: every rank's share, summed in render()
+                    labels = dict(extra, **{k: v for k, v in ident.items() if k != 'pid'})
+                else:
+                    labels = dict(extra, **(ident if part != 'node' else {}))
                 if 'peer' in labels:
                     labels['peer'] = peer
                 text = name + ('{%s}' % ','.join('%s="%s"' % (k, esc(labels[k])) for k in names) if names else '')
@@ -182,10 +190,14 @@ class Node:
                     kind = 'gpu'
                 elif rank == 0 and part == 'nccl':
                     kind = 'tcp'
+                elif rank == 0 and part == 'group':
+                    kind = 'gpu' if name.startswith(GPU_FAMILIES) else 'tcp'
                 scale = 1.0 if part == 'node' else factor
                 by_family.setdefault(family_of(name, rec.types), []).append((text, scale, h, f, kind))
         self.lines = [(fam, series) for fam, series in by_family.items()]
         self.headers = {fam: '\n'.join(rec.families.get(fam, [])) for fam in by_family}
+        self.headers.update({fam: '\n'.join(rec.families.get(fam, ['# HELP %s %s' % (fam, text), '# TYPE %s gauge' % fam]))
+                             for fam, text in SYNTHETIC.items()})
 
     def render(self, t):
         """The exposition at t seconds after start."""
@@ -194,14 +206,16 @@ class Node:
         out = []
         for fam, series in self.lines:
             out.append(self.headers[fam])
+            values = {}  # by text: a container's series gets each rank's share
             for text, scale, h, f, kind in series:
                 fault = active.get(kind) if kind else None
                 value = self.value(t, scale, h, f, fault)
                 if value is not None:
-                    out.append('%s %s' % (text, repr(value) if isinstance(value, float) else value))
+                    values[text] = values.get(text, 0) + value
+            out.extend('%s %s' % (text, repr(v) if isinstance(v, float) else v) for text, v in values.items())
             out.extend(synthetic.pop(fam, []))
         for fam, samples in synthetic.items():
-            out.append('# HELP %s %s\n# TYPE %s gauge' % (fam, SYNTHETIC[fam], fam))
+            out.append(self.headers[fam])
             out.extend(samples)
         out.append('')
         return '\n'.join(out).encode()

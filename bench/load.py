@@ -6,7 +6,8 @@ distribution (mostly short, some long), streamed over SSE; reports generation th
 P50/P99 of time to first token and inter-token latency, per scheduling policy, side by side.
 Closed loop: N concurrent streams back to back for a while; aggregate generation tokens/s.
 Every request is accounted for, from what the server itself sends: lost (no final chunk, or, with
-ignore_eos, fewer tokens than asked for by the server's own usage count) and duplicated (a response
+ignore_eos, fewer tokens than asked for by the server's own usage count; from vigil-worker also a
+stream without a usage chunk or without response ids) and duplicated (a response
 id the server gave two requests, a chunk of another stream's id inside a stream, or more chunks
 than the tokens the server says it generated) are counted and fail the run.
 
@@ -202,21 +203,26 @@ def duplicated(results):
     return dup
 
 
-def is_lost(r):
+def is_lost(r, own=True):
     """Not finished: an error, a stream without [DONE] or tokens, or (ignore_eos) fewer tokens than
-    asked for, by the server's usage count when it sends one."""
+    asked for, by the server's usage count. Our server (OWN) always sends the usage chunk asked for
+    and an id in every chunk: a stream without either cannot be checked, so it is lost too (the
+    duplicate and cut-stream checks above would otherwise pass on nothing)."""
     if r["status"] != 200 or not r["done"] or not r["tokens"]:
+        return True
+    if own and (r["usage_tokens"] is None or not r["response_ids"]):
         return True
     return r["usage_tokens"] is not None and r["usage_tokens"] < r["max_tokens"]
 
 
-def summarize(results, wall):
+def summarize(results, wall, own=True):
+    """OWN: the results are vigil-worker's (held to its usage chunk and response ids)."""
     dup = len(duplicated(results))
     # Answered 429 (queue full, with Retry-After) is an explicit refusal, and a client that gave up
     # waiting is the client's; lost is everything else that did not finish: errors, cut streams.
     rejected = [r for r in results if r["status"] == 429]
     gave_up = [r for r in results if str(r.get("error", "")).startswith("client timeout")]
-    lost = [r for r in results if r not in rejected and r not in gave_up and is_lost(r)]
+    lost = [r for r in results if r not in rejected and r not in gave_up and is_lost(r, own)]
     ttft = [r["tokens"][0] - r["sent"] for r in results if r["tokens"]]
     itl = [b - a for r in results for a, b in zip(r["tokens"], r["tokens"][1:])]
     # Streamed chunks carry one token each (rarely more: UTF-8 held back), so they count the work
@@ -276,7 +282,7 @@ def closed_loop(port, model, streams, seconds, mixed=False):
 def cmd_streams(a):
     kinds = ["vigil"] + (["llama.cpp"] if a.llama_cpp else [])
     print(f"{'server':<12}{'streams':>8}{'gen tok/s':>11}{'TTFT p50':>10}{'ITL p50':>9}{'lost':>6}")
-    table = {}
+    table, bad = {}, 0
     for kind in kinds:
         for n in [int(x) for x in a.streams.split(",")]:
             srv = Server(kind, threads=a.threads, backend=a.backend, graphs=a.graphs == "on")
@@ -287,14 +293,16 @@ def cmd_streams(a):
                         f.write(srv.metrics())
             finally:
                 srv.stop()
-            s = summarize(res, wall)
+            s = summarize(res, wall, own=kind == "vigil")
+            if kind == "vigil":
+                bad += s["lost"] + s["duplicated"]
             table[(kind, n)] = s["gen_tps"]
             print(f"{kind:<12}{n:>8}{s['gen_tps']:>11.1f}{s['ttft_p50']*1e3:>9.0f}ms{s['itl_p50']*1e3:>7.1f}ms"
                   f"{s['lost']:>6}", flush=True)
     ns = [int(x) for x in a.streams.split(",")]
     for kind in kinds:
         print(f"{kind}: {ns[-1]} streams / {ns[0]} stream = {table[(kind, ns[-1])] / table[(kind, ns[0])]:.2f}x")
-    return 0
+    return 1 if bad else 0
 
 
 def cmd_soak(a):

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/load.py's accounting on hand-made stream records: a response id the server gave two
 requests, a chunk of another stream inside a stream, more chunks than the server's usage count,
-and an ignore_eos stream cut short by the server's own count are all caught; clean records are
+an ignore_eos stream cut short by the server's own count, and a stream of our server without its
+usage chunk or without response ids (nothing to check it by) are all caught; clean records are
 not. (Session 2's check counted duplicates among the client's own loop indices: always 0.)"""
 import os
 import sys
@@ -40,6 +41,18 @@ class Accounting(unittest.TestCase):
 
     def test_stream_without_done_is_lost(self):
         self.assertEqual(load.summarize([record(0, 'cmpl-a', done=False)], 1.0)['lost'], 1)
+
+    def test_stream_without_usage_is_lost(self):
+        self.assertEqual(load.summarize([record(0, 'cmpl-a', usage=None), record(1, 'cmpl-b')], 1.0)['lost'], 1)
+
+    def test_stream_without_response_ids_is_lost(self):
+        bare = record(0, 'cmpl-a')
+        bare['response_ids'] = []
+        self.assertEqual(load.summarize([bare, record(1, 'cmpl-b')], 1.0)['lost'], 1)
+
+    def test_other_servers_may_omit_usage(self):
+        # llama.cpp's server in the comparison: not held to our server's usage chunk.
+        self.assertEqual(load.summarize([record(0, 'cmpl-a', usage=None)], 1.0, own=False)['lost'], 0)
 
 
 if __name__ == '__main__':

@@ -10,7 +10,10 @@ its image in a second container with a network namespace of its own:
   (b) a workload in a third container that loads a stand-in libcuda.so.1 from its own image
       layer is discovered through /proc/PID/root, and the agent's counters equal its own record;
   (c) the worker's USDT allocator probes are attached through /proc/PID/root and the agent's
-      allocator numbers equal the worker's own /metrics;
+      allocator numbers equal the worker's own /metrics; a second worker process started in the
+      container afterwards is seen from its first block: the agent's allocations - frees equal
+      its live blocks and the bytes the agent paired its allocated bytes, and when it exits the
+      agent counts every block freed (frees > 0) and pairs its bytes back to 0;
   (d) every series of the worker carries container_id equal to podman's full id of its container,
       and the namespace, pod and container of the kubelet-style link laid out for it in
       /var/log/containers (the DaemonSet mounts the node's);
@@ -21,6 +24,7 @@ usage: agent_in_container.py MODEL_DIR CUDA_WORKLOAD FAKE_LIBCUDA
        (root, podman; images from images/build.sh; the workload and stand-in driver from tests/agent)"""
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -37,6 +41,7 @@ W_ADDR, C_ADDR = '10.214.0.1', '10.214.0.2'
 TAG = '%d' % (os.getpid() % 100000)
 LOG_DIR = '/var/log/containers'
 POD, NAMESPACE, CONTAINER = 'vigil-worker-0', 'vigil-test-%s' % TAG, 'worker'
+MODEL = '/models/SmolLM2-135M-Instruct.Q4_1.gguf'
 
 
 def podman(*args, check=True):
@@ -72,6 +77,21 @@ def syn_retrans(ns):
     text = sh('ip', 'netns', 'exec', ns, 'cat', '/proc/net/netstat').stdout
     ext = [l.split() for l in text.splitlines() if l.startswith('TcpExt:')]
     return int(ext[1][ext[0].index('TCPSynRetrans')])
+
+
+def by_owner(samples, name, peer, cid):
+    """NAME's series to PEER: the sum of container CID's, the sum of the unattributed (pid 0, no
+    container), and the labels and value of any other."""
+    mine = unattributed = 0
+    others = []
+    for l, v in select(samples, name, peer=peer):
+        if l.get('container_id') == cid and l.get('pid') != '0':
+            mine += v
+        elif l.get('pid') == '0' and not l.get('container_id'):
+            unattributed += v
+        else:
+            others.append(('pid=%s container_id=%s' % (l.get('pid'), (l.get('container_id') or '')[:12]), v))
+    return mine, unattributed, others
 
 
 def running(name):
@@ -196,6 +216,66 @@ def cuda_in_container(scene, metrics_url, version, workload, libcuda):
         podman('rmi', '-f', image, check=False)
 
 
+def one(samples, name, **labels):
+    """The value of NAME's one series with LABELS: none (a renamed family, a pid not seen) must not
+    read as 0."""
+    rows = select(samples, name, **labels)
+    if len(rows) != 1:
+        fail('%d series of %s with %s, expected one' % (len(rows), name, labels))
+    return rows[0][1]
+
+
+def allocator_pairing(scene, metrics_url, client, get, chat):
+    """(c) the agent's own pairing of vigil:alloc_block_alloc/free against the worker's record. The
+    probes sit on the worker binary's file (attached through the first worker's /proc/PID/root),
+    so a second worker started now in the same container is seen from its first block, KV cache
+    included. While it serves, the agent's allocations - frees must equal the blocks it says it
+    holds and the bytes the agent paired its allocated bytes; on SIGTERM it gives every block back,
+    and the agent must count those frees and pair its bytes back to 0."""
+    port = 8081
+    podman('exec', '-d', scene.worker, '/usr/local/bin/vigil-worker', 'serve', '-m', MODEL, '--host', '0.0.0.0',
+           '--port', str(port))
+    base = 'http://%s:%d' % (W_ADDR, port)
+    deadline = time.time() + 120
+    while subprocess.run(client + [get, base + '/ready', '1'], capture_output=True).returncode != 0:
+        if time.time() > deadline:
+            fail('the second worker in the container not ready on port %d' % port)
+        time.sleep(0.5)
+    top = podman('top', scene.worker, 'hpid', 'args').stdout.splitlines()[1:]
+    pids = [int(l.split(None, 1)[0]) for l in top if l.split()[-2:] == ['--port', str(port)]]
+    if len(pids) != 1:
+        fail('the second worker not found in podman top: %s' % top)
+    pid = pids[0]
+    sh(*client, chat, base + '/v1/chat/completions')
+    wm = parse_metrics(sh(*client, 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read()'
+                                   '.decode())', base + '/metrics').stdout)
+    q = dict(pid=pid, allocator='vigil')
+
+    def agent():
+        s = parse_metrics(http(metrics_url))
+        return (one(s, 'gpu_memory_allocator_block_allocations_total', **q),
+                one(s, 'gpu_memory_allocator_block_frees_total', **q), one(s, 'gpu_memory_allocator_paired_bytes', **q))
+
+    allocs, frees, paired = agent()
+    blocks, allocated = one(wm, 'vigil_worker_allocator_blocks'), one(wm, 'vigil_worker_allocator_allocated_bytes')
+    print('(c) second worker (host pid %d) serving: agent allocations %d - frees %d = %d, worker blocks %d; '
+          'agent paired bytes %d, worker allocated bytes %d' % (pid, allocs, frees, allocs - frees, blocks, paired,
+                                                                 allocated))
+    if blocks == 0 or allocs - frees != blocks or paired != allocated:
+        fail("the agent's pairing differs from the worker's record (blocks %d, bytes %d)" % (blocks, allocated))
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.time() + 60
+    while os.path.exists('/proc/%d' % pid):
+        if time.time() > deadline:
+            fail('the second worker did not exit on SIGTERM')
+        time.sleep(0.2)
+    end_allocs, end_frees, end_paired = agent()
+    print('(c) after it exited: agent allocations %d, frees %d (%d at exit), paired bytes %d'
+          % (end_allocs, end_frees, end_frees - frees, end_paired))
+    if end_frees - frees != blocks or end_allocs != allocs or end_paired != 0:
+        fail('the agent did not pair the %d blocks the worker gave back at exit' % blocks)
+
+
 def capability_drops(scene):
     """Each shipped capability removed in turn: the agent must exit with one line naming it. One
     it could do without (it still serves and still attaches to the worker) should not ship."""
@@ -241,7 +321,7 @@ def main():
 
         podman('run', '-d', '--name', scene.worker, '--network', 'ns:/run/netns/' + scene.ns_w,
                '--read-only', '--cap-drop=all', '-v', model_dir + ':/models:ro', 'vigil/worker:' + version,
-               'serve', '-m', '/models/SmolLM2-135M-Instruct.Q4_1.gguf', '--host', '0.0.0.0', '--port', '8080')
+               'serve', '-m', MODEL, '--host', '0.0.0.0', '--port', '8080')
         cid = podman('inspect', '--format', '{{.Id}}', scene.worker).stdout.strip()
         scene.link(POD, NAMESPACE, CONTAINER, cid)
         wpid = int(podman('inspect', '--format', '{{.State.Pid}}', scene.worker).stdout.strip())
@@ -282,25 +362,26 @@ def main():
         s = parse_metrics(http(metrics_url))
         # The kernel counts SYN-ACK retransmits apart (TcpExt TCPSynRetrans), as the agent does.
         # Every retransmit in the worker's namespace goes to the client's address, so the agent's
-        # series for that peer must add up to the kernel's counters exactly; nearly all of them
-        # must be the worker container's (a retransmit the BPF side could not tie to a process
-        # is exported as pid 0: seen once, 2 of 224, see docs/probes-agent.md).
-        ours = total(s, 'tcp_retransmits_total', container_id=cid)
-        synack = total(s, 'tcp_synack_retransmits_total', container_id=cid)
-        to_peer = total(s, 'tcp_retransmits_total', peer=C_ADDR)
-        synack_to_peer = total(s, 'tcp_synack_retransmits_total', peer=C_ADDR)
-        print('worker container %s (host pid %d), in its namespace: kernel RetransSegs %d, TCPSynRetrans %d; '
-              'agent to peer %s: tcp_retransmits_total %d, tcp_synack_retransmits_total %d, of which the '
-              'container\'s %d and %d' % (cid[:12], wpid, kernel, syn_kernel, C_ADDR, to_peer, synack_to_peer,
-                                         ours, synack))
+        # series for that peer must be the worker container's plus the unattributed ones (pid 0:
+        # the BPF side could not tie the socket to a process; seen once, 2 of 224, see
+        # docs/probes-agent.md), adding up to the kernel's counters exactly; a series to that
+        # address with any other container id (or none, with a pid) is a misattribution. At most
+        # 5 % may be unattributed, or losing the attribution altogether would pass.
+        print('worker container %s (host pid %d), in its namespace: kernel RetransSegs %d, TCPSynRetrans %d'
+              % (cid[:12], wpid, kernel, syn_kernel))
         if kernel < 10:
             fail('only %d retransmits with %d%% loss: the loss rule did not work' % (kernel, LOSS_PERCENT))
-        if to_peer != kernel or synack_to_peer != syn_kernel:
-            fail('agent counted %d retransmits and %d SYN-ACK retransmits in the worker namespace, its kernel %d and %d'
-                 % (to_peer, synack_to_peer, kernel, syn_kernel))
-        if ours < 0.95 * kernel or synack < 0.95 * syn_kernel:
-            fail('only %d of %d retransmits (%d of %d SYN-ACK) attributed to the worker container'
-                 % (ours, kernel, synack, syn_kernel))
+        for name, truth in (('tcp_retransmits_total', kernel), ('tcp_synack_retransmits_total', syn_kernel)):
+            mine, unattributed, others = by_owner(s, name, C_ADDR, cid)
+            print('agent %s to peer %s: the container\'s %d + unattributed %d = %d, kernel %d; other owners %s'
+                  % (name, C_ADDR, mine, unattributed, mine + unattributed, truth, others or 'none'))
+            if others:
+                fail('%s to %s counted for owners other than the worker container: %s' % (name, C_ADDR, others))
+            if mine + unattributed != truth:
+                fail('%s to %s: the container\'s %d + unattributed %d != the kernel\'s %d in the worker namespace'
+                     % (name, C_ADDR, mine, unattributed, truth))
+            if unattributed > 0.05 * truth:
+                fail('%s: %d of %d unattributed (pid 0), not the worker container\'s' % (name, unattributed, truth))
 
         # (d) the worker's series name its container.
         rows = [(n, l) for n, l, _ in s if l.get('pid') == str(wpid)]
@@ -321,6 +402,7 @@ def main():
             print('%s: agent %d, worker %d' % (what, a, w))
             if a != w or a == 0:
                 fail('%s differ: agent %d, worker %d' % (what, a, w))
+        allocator_pairing(scene, metrics_url, client, get, chat)
         cuda_in_container(scene, metrics_url, version, workload, libcuda)
         podman('rm', '-f', '-t', '30', scene.agent)
         capability_drops(scene)

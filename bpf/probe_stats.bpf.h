@@ -14,7 +14,7 @@ static __always_inline void stat_inc(__u32 idx)
 	__u64 *v = bpf_map_lookup_elem(&probe_stats, &idx);
 
 	if (v)
-		*v += 1; /* per-CPU slot: no atomic needed */
+		*v += 1; /* vigil: per-cpu map probe_stats (only this CPU writes its slot) */
 }
 
 /* Adds to a hash map's value at key, creating a zeroed value first. */

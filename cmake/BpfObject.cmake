@@ -5,20 +5,22 @@ find_program(VIGIL_BPFTOOL NAMES bpftool PATHS /usr/sbin /usr/local/sbin REQUIRE
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBBPF REQUIRED IMPORTED_TARGET GLOBAL libbpf>=1.1)
 
+# Cached (INTERNAL) rather than directory variables: bpf_compile() also runs from tests/agent.
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
-  set(VIGIL_BPF_ARCH x86)
+  set(VIGIL_BPF_ARCH x86 CACHE INTERNAL "")
 elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64")
-  set(VIGIL_BPF_ARCH arm64)
+  set(VIGIL_BPF_ARCH arm64 CACHE INTERNAL "")
 else()
   message(FATAL_ERROR "vigil: no BPF target arch for ${CMAKE_SYSTEM_PROCESSOR}")
 endif()
 execute_process(COMMAND ${CMAKE_C_COMPILER} -print-multiarch
-                OUTPUT_VARIABLE VIGIL_MULTIARCH OUTPUT_STRIP_TRAILING_WHITESPACE)
+                OUTPUT_VARIABLE multiarch OUTPUT_STRIP_TRAILING_WHITESPACE)
+set(VIGIL_MULTIARCH ${multiarch} CACHE INTERNAL "")
 
 # vmlinux.h is generated from the build host's BTF (docs/decisions.md says why); CO-RE relocates
 # the field offsets on whichever kernel loads the object.
 set(VIGIL_VMLINUX_BTF /sys/kernel/btf/vmlinux CACHE FILEPATH "BTF blob to generate vmlinux.h from")
-set(VIGIL_BPF_GEN_DIR ${CMAKE_BINARY_DIR}/bpf)
+set(VIGIL_BPF_GEN_DIR ${CMAKE_BINARY_DIR}/bpf CACHE INTERNAL "")
 if(NOT EXISTS ${VIGIL_VMLINUX_BTF})
   message(FATAL_ERROR "vigil: ${VIGIL_VMLINUX_BTF} is missing; build on a kernel with BTF "
                       "(CONFIG_DEBUG_INFO_BTF) or set -DVIGIL_VMLINUX_BTF=<file>")
@@ -31,9 +33,10 @@ add_custom_command(
   VERBATIM)
 add_custom_target(vigil_vmlinux_h DEPENDS ${VIGIL_BPF_GEN_DIR}/vmlinux.h)
 
-function(bpf_object name source)
-  set(obj ${VIGIL_BPF_GEN_DIR}/${name}.bpf.o)
-  set(skel ${VIGIL_BPF_GEN_DIR}/${name}.skel.h)
+# bpf_compile(NAME SOURCE OUT_DIR): the compile rule alone, OUT_DIR/NAME.bpf.o, its path in
+# NAME_BPF_OBJECT. A target outside bpf/ that builds it needs add_dependencies(.. vigil_vmlinux_h).
+function(bpf_compile name source out_dir)
+  set(obj ${out_dir}/${name}.bpf.o)
   get_filename_component(src_abs ${source} ABSOLUTE)
   get_filename_component(src_dir ${src_abs} DIRECTORY)
   file(GLOB headers ${src_dir}/*.h)
@@ -45,6 +48,15 @@ function(bpf_object name source)
     DEPENDS ${src_abs} ${headers} ${VIGIL_BPF_GEN_DIR}/vmlinux.h
     COMMENT "BPF ${name}.bpf.c"
     VERBATIM)
+  set(${name}_BPF_OBJECT ${obj} PARENT_SCOPE)
+endfunction()
+
+function(bpf_object name source)
+  bpf_compile(${name} ${source} ${VIGIL_BPF_GEN_DIR})
+  set(obj ${${name}_BPF_OBJECT})
+  set(skel ${VIGIL_BPF_GEN_DIR}/${name}.skel.h)
+  get_filename_component(src_abs ${source} ABSOLUTE)
+  get_filename_component(src_dir ${src_abs} DIRECTORY)
   add_custom_command(
     OUTPUT ${skel}
     COMMAND ${VIGIL_BPFTOOL} gen skeleton ${obj} name ${name}_bpf > ${skel}

@@ -91,7 +91,10 @@ TEST(ConnectionCorrelation, AReceiverIsStalledByItsPeersBackoff) {
   ASSERT_NE(stalled, nullptr);
   EXPECT_FALSE(stalled->own);
   EXPECT_EQ(stalled->state.tgid, 200u);
-  EXPECT_GT(timeout_risk_ratio(ends, 106 * kS, 8.0), 0.0);
+  // The risk is the worst end's, here the peer's: at 106 s its run of timeouts (since 103 s, latest
+  // retransmit 1 s ago, within 2 x 0.8 s + 1 s) has stalled 3 s, and the next retransmit waits
+  // 2 x 0.8 s: (3 + 1.6) / 8. The receiver's own end, never retransmitting, gives 0.
+  EXPECT_NEAR(timeout_risk_ratio(ends, 106 * kS, 8.0), (3.0 + 1.6) / 8.0, 1e-9);
   // The sender is stalled by its own end.
   ASSERT_NE(backoff_in_window(t.ends_of(200), 100 * kS, 110 * kS), nullptr);
   EXPECT_TRUE(backoff_in_window(t.ends_of(200), 100 * kS, 110 * kS)->own);

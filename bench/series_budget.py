@@ -7,13 +7,19 @@ One agent (all probe sets) watches, for --seconds:
   - --tcp-procs processes each holding a TCP connection across a veth pair between two network
     namespaces, of which --lossy send bulk data through 5 % nftables loss (they retransmit);
   - --resets-per-s short-lived clients per second connecting to a closed port (each gets a reset).
-Every 10 s it reads the agent's own vigil_agent_series, vigil_agent_series_created_total and
-_removed_total and the agent's RSS; it prints the series total, the families whose series count
-moved, churn per minute (created + removed) and RSS over the run. Goal of issue #16: <= 2,000 series, churn <= 100 series/minute,
-RSS flat.
+Every 10 s it scrapes the agent and counts the series in the scraped text itself (its sample
+lines, the agent's three own accounting families apart), and which appeared and went since the
+previous scrape: vigil_agent_series, vigil_agent_series_created_total and _removed_total must
+agree with those counts exactly (only this benchmark scrapes, so the agent renders once a sample),
+and every line must be a series of its own. It prints the series total, the families whose series
+count moved, churn per minute (created + removed, counted) and the agent's RSS over the run. Goals
+of issue #16, each failing the run (exit 1) when missed: <= 2,000 series, churn <= 100
+series/minute after the first minute, RSS flat (grown by at most --rss-growth % over the second
+half of the run: a short run, whose allocator arenas are still filling, can miss it).
 
 usage: sudo bench/series_budget.py VIGIL_AGENT CUDA_WORKLOAD TCP_BULK [--seconds 300]
        [--gpus 8] [--gpu-procs 20] [--tcp-procs 500] [--lossy 20] [--resets-per-s 10]
+       [--max-series 2000] [--max-churn 100] [--rss-growth 2]
 """
 import argparse
 import os
@@ -22,10 +28,51 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests', 'e2e', 'agent'))
-from harness import Agent, require_root, run_workload, sh, total  # noqa: E402
+from harness import Agent, parse_metrics, require_root, run_workload, sh  # noqa: E402
 
 A_ADDR, B_ADDR = '10.215.0.1', '10.215.0.2'
 HOLD_PORT, BULK_PORT, CLOSED_PORT = 7001, 7002, 7003
+# The agent's own accounting, which its count excludes.
+OWN = ('vigil_agent_series', 'vigil_agent_series_created_total', 'vigil_agent_series_removed_total')
+
+
+def account(text):
+    """One scrape's text: ({family of OWN: its value}, the series in the text: the name and labels
+    of every sample line, OWN apart) and the problems found: an OWN family missing or twice, a
+    series on two lines."""
+    own, series, problems = {}, set(), []
+    for line in text.splitlines():
+        if not line or line.startswith('#'):
+            continue
+        key, _, value = line.rpartition(' ')
+        name = key.partition('{')[0]
+        if name in OWN:
+            if name in own:
+                problems.append('%s twice' % name)
+            own[name] = float(value)
+        elif key in series:
+            problems.append('series on two lines: %s' % key)
+        else:
+            series.add(key)
+    problems += ['%s missing' % n for n in OWN if n not in own]
+    return own, series, problems
+
+
+def check_scrape(text, previous):
+    """The agent's vigil_agent_series and the created/removed counters' moves since the previous
+    scrape (PREVIOUS: (own, series) of it, or None) against the series counted in TEXT; returns
+    (own, series, created, removed, problems)."""
+    own, series, problems = account(text)
+    if own.get('vigil_agent_series') is not None and own['vigil_agent_series'] != len(series):
+        problems.append('vigil_agent_series %d, the scrape has %d series' % (own['vigil_agent_series'], len(series)))
+    created = removed = 0
+    if previous is not None and not problems:
+        created, removed = len(series - previous[1]), len(previous[1] - series)
+        for name, counted in (('vigil_agent_series_created_total', created), ('vigil_agent_series_removed_total', removed)):
+            moved = own[name] - previous[0][name]
+            if moved != counted:
+                problems.append('%s moved by %d since the previous scrape, %d series counted' % (name, moved, counted))
+    return own, series, created, removed, problems
 
 
 def rss_kib(pid):
@@ -33,10 +80,11 @@ def rss_kib(pid):
         return int(next(l for l in f if l.startswith('VmRSS:')).split()[1])
 
 
-def families(samples):
+def families(series):
     """Series per metric name: where the series, and the churn, are."""
     out = {}
-    for n, _, _ in samples:
+    for key in series:
+        n = key.partition('{')[0]
         out[n] = out.get(n, 0) + 1
     return out
 
@@ -93,11 +141,15 @@ def main():
     ap.add_argument('--tcp-procs', type=int, default=500)
     ap.add_argument('--lossy', type=int, default=20)
     ap.add_argument('--resets-per-s', type=float, default=10)
+    ap.add_argument('--max-series', type=int, default=2000)
+    ap.add_argument('--max-churn', type=float, default=100, help='series created + removed a minute')
+    ap.add_argument('--rss-growth', type=float, default=2,
+                    help='%% the agent\'s RSS may grow over the second half of the run')
     a = ap.parse_args()
     require_root()
     tag = str(os.getpid() % 100000)
     na, nb = 'vigil-sba-' + tag, 'vigil-sbb-' + tag
-    procs = []
+    procs, missed = [], []
     try:
         for ns in (na, nb):
             sh('ip', 'netns', 'add', ns)
@@ -133,7 +185,7 @@ def main():
             print('%6s %8s %9s %9s %10s' % ('t (s)', 'series', 'created', 'removed', 'RSS (KiB)'))
             start = time.time()
             next_reset, next_sample = start, start
-            rows, last_counts = [], {}
+            rows, last_counts, previous = [], {}, None
             while time.time() - start < a.seconds:
                 now = time.time()
                 if now >= next_reset:
@@ -141,11 +193,15 @@ def main():
                                'except OSError:\n pass' % (B_ADDR, CLOSED_PORT)], stderr=subprocess.DEVNULL)
                     next_reset += 1.0 / a.resets_per_s
                 if now >= next_sample:
-                    s = agent.scrape()
-                    row = (now - start, total(s, 'vigil_agent_series'), total(s, 'vigil_agent_series_created_total'),
-                           total(s, 'vigil_agent_series_removed_total'), rss_kib(agent.proc.pid))
+                    own, series, created, removed, problems = check_scrape(agent.get('/metrics'), previous)
+                    if problems:
+                        missed.append('t = %.0f s: %s' % (now - start, '; '.join(problems)))
+                        print('MISMATCH ' + missed[-1], flush=True)
+                    previous = (own, series)
+                    base = rows[-1] if rows else (0, 0, 0, 0)
+                    row = (now - start, len(series), base[2] + created, base[3] + removed, rss_kib(agent.proc.pid))
                     rows.append(row)
-                    counts = families(s)
+                    counts = families(series)
                     moved = ', '.join('%s %+d' % (n, counts.get(n, 0) - last_counts.get(n, 0))
                                       for n in sorted(set(counts) | set(last_counts))
                                       if counts.get(n, 0) != last_counts.get(n, 0)) if last_counts else ''
@@ -153,20 +209,31 @@ def main():
                     print('%6.0f %8d %9d %9d %10d  %s' % (row + (moved,)), flush=True)
                     next_sample += 10
                 time.sleep(0.01)
-            final = agent.scrape()
-            by_family = families(final)
+            final = parse_metrics(agent.get('/metrics'))
+            by_family = {}
+            for n, _, _ in final:
+                by_family[n] = by_family.get(n, 0) + 1
             print('tcp_resets_total groups: ' + ', '.join(sorted(
                 '%s/%s' % (l.get('container_id', '')[:12] or 'host', l.get('comm')) for n, l, _ in final
                 if n == 'tcp_resets_total' and l.get('direction') == 'sent')))
             print('largest families at the end: ' + ', '.join(
                 '%s %d' % kv for kv in sorted(by_family.items(), key=lambda kv: -kv[1])[:8]))
-            if len(rows) >= 2:
-                warm = [r for r in rows if r[0] >= 60] or rows  # after one grace period
-                minutes = (warm[-1][0] - warm[0][0]) / 60 or 1
-                churn = (warm[-1][2] - warm[0][2] + warm[-1][3] - warm[0][3]) / minutes
-                print('series: max %d, last %d; churn after the first minute %.0f series/minute; '
-                      'RSS %d -> %d KiB (goal: <= 2000, <= 100/min, flat)'
-                      % (max(r[1] for r in rows), rows[-1][1], churn, rows[0][4], rows[-1][4]))
+            warm = [r for r in rows if r[0] >= 60]  # after one grace period
+            if len(warm) < 2:
+                missed.append('run too short: fewer than 2 samples after the first minute (--seconds > 70)')
+            else:
+                churn = (warm[-1][2] - warm[0][2] + warm[-1][3] - warm[0][3]) / ((warm[-1][0] - warm[0][0]) / 60)
+                half = [r for r in rows if r[0] >= rows[-1][0] / 2]
+                growth = 100.0 * (half[-1][4] - half[0][4]) / half[0][4]
+                peak = max(r[1] for r in rows)
+                print('series: max %d, last %d (counted in the scrapes); churn after the first minute %.0f series/minute; '
+                      'RSS %d -> %d KiB, %+.1f %% over the second half (goals: <= %d, <= %.0f/min, <= %+.1f %%)'
+                      % (peak, rows[-1][1], churn, rows[0][4], rows[-1][4], growth, a.max_series, a.max_churn, a.rss_growth))
+                for bad, what in ((peak > a.max_series, 'series %d > %d' % (peak, a.max_series)),
+                                  (churn > a.max_churn, 'churn %.0f > %.0f series/minute' % (churn, a.max_churn)),
+                                  (growth > a.rss_growth, 'RSS grew %.1f %% > %.1f %% over the second half' % (growth, a.rss_growth))):
+                    if bad:
+                        missed.append(what)
     finally:
         for p in procs:
             p.kill()
@@ -179,7 +246,9 @@ def main():
                 except OSError:
                     pass
             sh('ip', 'netns', 'del', ns, check=False)
-    return 0
+    for m in missed:
+        print('FAIL: ' + m)
+    return 1 if missed else 0
 
 
 if __name__ == '__main__':

@@ -1,5 +1,6 @@
 #include "stats/series_account.h"
 
+#include <cmath>
 #include <functional>
 #include <string>
 
@@ -41,9 +42,14 @@ void SeriesAccount::observe(const std::vector<prometheus::MetricFamily>& familie
   for (const auto& f : families) {
     for (const auto& m : f.metric) {
       if (f.type == prometheus::MetricType::Histogram) {
-        for (const auto& b : m.histogram.bucket)
-          now.insert(series_key(f.name + "_bucket", m.label, "le", std::to_string(b.upper_bound)));
-        now.insert(series_key(f.name + "_bucket", m.label, "le", "+Inf"));
+        bool last_inf = false;
+        for (const auto& b : m.histogram.bucket) {
+          last_inf = std::isinf(b.upper_bound);
+          now.insert(series_key(f.name + "_bucket", m.label, "le", last_inf ? "+Inf" : std::to_string(b.upper_bound)));
+        }
+        // The text serializer adds a +Inf bucket only where the buckets lack one (the agent's own
+        // histograms end with it): one series either way.
+        if (!last_inf) now.insert(series_key(f.name + "_bucket", m.label, "le", "+Inf"));
         now.insert(series_key(f.name + "_sum", m.label));
         now.insert(series_key(f.name + "_count", m.label));
       } else {

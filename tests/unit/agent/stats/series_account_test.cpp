@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace vigil::agent {
 namespace {
 
@@ -45,6 +47,18 @@ TEST(SeriesAccount, CountsSeriesAndChurnBetweenRenders) {
   EXPECT_EQ(value(a.families(), "vigil_agent_series"), 1);
   EXPECT_EQ(value(a.families(), "vigil_agent_series_created_total"), 3);
   EXPECT_EQ(value(a.families(), "vigil_agent_series_removed_total"), 10);
+}
+
+TEST(SeriesAccount, HistogramEndingAtInfHasOneInfBucket) {
+  // As the agent's collectors build them (metric_builder.h): the last bound is +Inf, and the text
+  // serializer writes no second +Inf line for it.
+  SeriesAccount a;
+  prometheus::MetricFamily h{"sizes", "help", prometheus::MetricType::Histogram, {}};
+  prometheus::ClientMetric hm;
+  hm.histogram.bucket = {{0, 4096.0}, {0, std::numeric_limits<double>::infinity()}};
+  h.metric.push_back(hm);
+  a.observe({h});
+  EXPECT_EQ(value(a.families(), "vigil_agent_series"), 4);  // 2 buckets, _sum, _count
 }
 
 }  // namespace

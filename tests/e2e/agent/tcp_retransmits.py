@@ -4,11 +4,12 @@ bulk transfer. The agent's retransmits for the sending pid must equal the kernel
 (/proc/net/snmp read inside the sending namespace), on the right peer, for a connecting sender
 and for an accepted (server-side) sender; a listener's SYN-ACK retransmits must equal the kernel's
 TCPSynRetrans and name the connecting peer (not the listener's own 0.0.0.0); RTO and backoff must
-rise while the link is blackholed; clients refused by a reset are counted per program, equal to
-the kernel's AttemptFails, and their counts outlive them by a grace period (no per-process series
-for them).
+rise while the link is blackholed, each one timeout behind the kernel's own (`ss -ti`); clients
+refused by a reset are counted per program, equal to the kernel's AttemptFails, and their counts
+outlive them by a grace period (no per-process series for them).
 usage: tcp_retransmits.py VIGIL_AGENT TCP_BULK"""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ LOSS_PERCENT = 5
 GRACE_S = 4  # long enough for a scrape after a sender exits, short enough to see it expire
 BYTES = 20 * 1024 * 1024
 A_ADDR, B_ADDR = '10.213.0.1', '10.213.0.2'
+TCP_RTO_MAX_S = 120  # net.ipv4.tcp_rto_max_ms, 120000 by default
 
 
 def retrans_segs(ns):
@@ -28,6 +30,19 @@ def retrans_segs(ns):
     text = sh('ip', 'netns', 'exec', ns, 'cat', '/proc/net/snmp').stdout
     tcp = [l.split() for l in text.splitlines() if l.startswith('Tcp:')]
     return int(tcp[1][tcp[0].index('RetransSegs')])
+
+
+def kernel_socket(ns, dst):
+    """rto, lastack and backoff (seconds, seconds, count) of the one socket to DST (address:port)
+    in namespace NS, from the kernel's tcp_info as `ss -ti` prints it."""
+    out = sh('ip', 'netns', 'exec', ns, 'ss', '-tin', 'dst', dst).stdout
+    rto = re.findall(r'\brto:([\d.]+)', out)
+    if len(rto) != 1:
+        fail('want one socket to %s with an rto in `ss -ti`: %s' % (dst, out))
+    # ss leaves out lastack and backoff while they are 0 (an ack this millisecond, no timeout yet).
+    lastack, backoff = re.search(r'\blastack:(\d+)', out), re.search(r'\bbackoff:(\d+)', out)
+    return (float(rto[0]) / 1e3, float(lastack.group(1)) / 1e3 if lastack else 0.0,
+            int(backoff.group(1)) if backoff else 0)
 
 
 def tcp_ext(ns, field):
@@ -160,6 +175,35 @@ def check_synack(agent, nets, bulk):
         fail("SYN-ACK retransmits attributed to peers %s, expected %s" % (peers, B_ADDR))
 
 
+def one(samples, name, pid):
+    """The value of PID's one series of NAME; fails when there is none (absent is not 0)."""
+    rows = select(samples, name, pid=pid)
+    if len(rows) != 1:
+        fail('want one %s series for pid %d, got %s' % (name, pid, rows))
+    return rows[0][1]
+
+
+def timer_against_kernel(agent, ns, dst, pid):
+    """A scrape's tcp_rto_seconds and tcp_backoff of PID (one socket, to DST in namespace NS)
+    against the kernel's, read with `ss -ti` just before and just after the scrape. The agent's are
+    those of the timeout that just fired, read at its retransmit; tcp_retransmit_timer then sets
+    icsk_backoff + 1 and icsk_rto = min(2 x RTO, TCP_RTO_MAX), which ss shows. A timeout firing
+    between the two reads moves the kernel's by one step, so the agent's must be within them."""
+    before = kernel_socket(ns, dst)
+    s = agent.scrape()
+    after = kernel_socket(ns, dst)
+    rto, backoff = one(s, 'tcp_rto_seconds', pid), one(s, 'tcp_backoff', pid)
+    print("blackholed sender pid %d: agent rto %.3f s, backoff %d; kernel (ss -ti) before/after the scrape: "
+          "rto %.3f/%.3f s, backoff %d/%d" % (pid, rto, backoff, before[0], after[0], before[2], after[2]))
+    if not before[2] <= backoff + 1 <= after[2]:
+        fail("tcp_backoff %d: the kernel's backoff after that timeout (%d..%d) less one is not it"
+             % (backoff, before[2], after[2]))
+    if not before[0] - 1e-6 <= min(2 * rto, TCP_RTO_MAX_S) <= after[0] + 1e-6:
+        fail("tcp_rto_seconds %.3f: the kernel's rto after that timeout (%.3f..%.3f s) is not twice it"
+             % (rto, before[0], after[0]))
+    return rto, backoff
+
+
 def check_blackhole(agent, nets, bulk):
     server = subprocess.Popen(['ip', 'netns', 'exec', nets.b, bulk, 'listen', '5202', '0'],
                               stdout=subprocess.PIPE, text=True)
@@ -170,15 +214,12 @@ def check_blackhole(agent, nets, bulk):
     try:
         time.sleep(0.5)
         nets.nft(nets.b, 100)
-        time.sleep(1.0)
-        first = agent.scrape()
-        time.sleep(3.5)
-        second = agent.scrape()
         pid = client.pid  # ip netns exec execs the program in place: same pid
-        def gauges(s):
-            return total(s, 'tcp_rto_seconds', pid=pid), total(s, 'tcp_backoff', pid=pid)
-        (rto1, bo1), (rto2, bo2) = gauges(first), gauges(second)
-        print("blackholed sender pid %d: rto %.3f s -> %.3f s, backoff %d -> %d" % (pid, rto1, rto2, bo1, bo2))
+        dst = '%s:5202' % B_ADDR
+        time.sleep(1.0)
+        rto1, bo1 = timer_against_kernel(agent, nets.a, dst, pid)
+        time.sleep(3.5)
+        rto2, bo2 = timer_against_kernel(agent, nets.a, dst, pid)
         if not (rto2 > rto1 and bo2 > bo1 and bo2 >= 2):
             fail("RTO/backoff did not rise while blackholed")
     finally:

@@ -378,6 +378,9 @@ def main():
             if others:
                 fail('%s to %s counted for owners other than the worker container: %s' % (name, C_ADDR, others))
             if mine + unattributed != truth:
+                for l, v in select(s, name):  # where the difference went: another peer, "other"
+                    print('  %s{pid=%s, comm=%s, container_id=%s, peer=%s} %d'
+                          % (name, l.get('pid'), l.get('comm'), (l.get('container_id') or '')[:12], l.get('peer'), v))
                 fail('%s to %s: the container\'s %d + unattributed %d != the kernel\'s %d in the worker namespace'
                      % (name, C_ADDR, mine, unattributed, truth))
             if unattributed > 0.05 * truth:

@@ -34,13 +34,20 @@ start_worker() {
   wait_http "http://127.0.0.1:$worker_port/ready" "vigil-worker" "$logs/worker.log"
 }
 
+agent_running=0
 start_agent() {
   if [[ $(id -u) -ne 0 ]]; then
-    echo "demo: vigil-agent needs root (CAP_BPF, CAP_PERFMON); skipping it" >&2
+    # The one-shot run is a test of both programs: without the agent it has not passed.
+    if [[ "${VIGIL_DEMO_ONESHOT:-0}" == 1 ]]; then
+      echo "demo: FAIL: the one-shot run checks vigil-agent, which needs root (or CAP_SYS_ADMIN and CAP_SYS_PTRACE)" >&2
+      exit 1
+    fi
+    echo "demo: vigil-agent needs root (or CAP_SYS_ADMIN and CAP_SYS_PTRACE); skipping it" >&2
     return
   fi
   "$build/agent/vigil-agent" --listen "127.0.0.1:$agent_port" >"$logs/agent.log" 2>&1 &
   pids+=($!)
+  agent_running=1
   wait_http "http://127.0.0.1:$agent_port/readyz" "vigil-agent" "$logs/agent.log"
   # Its first discovery round attaches the USDT set to the running worker; requests before that
   # would go unseen. The agent logs each attachment with the process it found the file in.
@@ -147,12 +154,17 @@ YAML
       'import json, sys; print("\n".join(r["annotations"]["runbook_url"] for g in json.load(sys.stdin)["data"]["groups"] for r in g["rules"] if r["type"] == "alerting"))'); do
     curl -sf -o /dev/null "$url" || { echo "demo: runbook link $url does not open" >&2; exit 1; }
   done
+  wait_scraped vigil-worker
+  if ((agent_running)); then wait_scraped vigil-agent; fi
+}
+
+wait_scraped() {  # job: Prometheus holds up == 1 for it
   for _ in $(seq 1 30); do
-    curl -s "http://127.0.0.1:$prometheus_port/api/v1/query?query=up%7Bjob%3D%22vigil-worker%22%7D%3D%3D1" |
+    curl -sG "http://127.0.0.1:$prometheus_port/api/v1/query" --data-urlencode "query=up{job=\"$1\"} == 1" |
       grep -q '"result":\[{' && return 0
     sleep 0.5
   done
-  echo "demo: Prometheus does not scrape the worker; its log ($logs/prometheus.log):" >&2
+  echo "demo: Prometheus does not scrape $1; its log ($logs/prometheus.log):" >&2
   tail -n 20 "$logs/prometheus.log" >&2
   exit 1
 }

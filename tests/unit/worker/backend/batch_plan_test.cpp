@@ -2,9 +2,11 @@
 // not describe a batch is refused with a message instead of pointing tokens at nothing.
 #include "backend/batch_plan.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace vigil {
@@ -37,27 +39,35 @@ TEST(BatchPlan, RoundTripsTokensFlagsAndBlockTables) {
   EXPECT_EQ(out[0].seq, out[1].seq);  // one sequence, one table
 }
 
+// The plan is refused with the message that names what is wrong with it.
+void expect_refused(std::span<const int32_t> plan, const std::string& what) {
+  std::vector<BatchToken> out;
+  std::vector<KvSequence> seqs;
+  EXPECT_THAT([&] { decode_batch_plan(plan, out, seqs); },
+              testing::ThrowsMessage<std::runtime_error>(testing::StrEq("tensor parallel: the leader's plan " + what)));
+}
+
 TEST(BatchPlan, RefusesPlansThatDoNotDescribeABatch) {
   KvSequence a;
   a.blocks = {1, 2};
   const std::vector<BatchToken> batch = {{5, 0, &a, true}};
   BatchPlanEncoder encoder;
   const std::span<int32_t> good = encoder.encode(batch);
-  std::vector<BatchToken> out;
-  std::vector<KvSequence> seqs;
+  ASSERT_EQ(good.size(), 3u + 4u + 1u + 2u);  // counts, one token, one block count, two block ids
 
-  std::vector<int32_t> truncated(good.begin(), good.end() - 1);
-  EXPECT_THROW(decode_batch_plan(truncated, out, seqs), std::runtime_error);
+  expect_refused(std::vector<int32_t>{1, 1}, "has no counts");
+  expect_refused(std::vector<int32_t>{-1, 0, 0}, "has a negative count");
+
+  const std::vector<int32_t> truncated(good.begin(), good.end() - 1);
+  expect_refused(truncated, "has 9 ints, not the 10 its counts say");
 
   std::vector<int32_t> bad_seq(good.begin(), good.end());
   bad_seq[3 + 2] = 4;  // the token's sequence index: only sequence 0 exists
-  EXPECT_THROW(decode_batch_plan(bad_seq, out, seqs), std::runtime_error);
+  expect_refused(bad_seq, "names sequence 4");
 
   std::vector<int32_t> bad_length(good.begin(), good.end());
   bad_length[3 + 4] = 3;  // sequence 0 claims three of the two block ids carried
-  EXPECT_THROW(decode_batch_plan(bad_length, out, seqs), std::runtime_error);
-
-  EXPECT_THROW(decode_batch_plan(std::vector<int32_t>{-1, 0, 0}, out, seqs), std::runtime_error);
+  expect_refused(bad_length, "gives sequence 0 more block ids than it carries");
 }
 
 }  // namespace

@@ -15,6 +15,10 @@ include is resolved as the compiler does: next to the including file, then from 
 what is found under neither is not the tree's.
 
 usage: check_layers.py worker|agent [ROOT]   (default ROOT: the tree next to tests/)
+       check_layers.py worker|agent ROOT --expect-flagged FIXTURE=PLACE...
+The second form checks each FIXTURE (tests/arch/violations/) as if it were the file PLACE of the
+tree, resolving its includes there, and passes only when the lines flagged are exactly those
+tagged "// layer violation": the check itself must be able to say no.
 """
 import os
 import re
@@ -78,6 +82,34 @@ def resolve(root, including, delim, name):
     return None
 
 
+def file_problems(tree, layers, root, rel, path):
+    """(line, problem) of the file `path`, placed at `rel` in the tree; line 0: it is in no layer."""
+    own = layer_of(layers, rel)
+    if own is None:
+        return [(0, "%s/%s: in no layer (place it in TREES of %s)" % (tree, rel, os.path.basename(__file__)))]
+    problems = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            m = INCLUDE.match(line)
+            if not m:
+                continue
+            target = resolve(root, os.path.join(root, rel), m.group(1), m.group(2))
+            theirs = None if target is None else layer_of(layers, target)
+            if theirs is None or theirs == own:
+                continue
+            mine_rank, mine_group, _ = layers[own]
+            their_rank, their_group, _ = layers[theirs]
+            if their_rank > mine_rank:
+                why = "a higher layer"
+            elif their_rank == mine_rank:
+                why = "a sibling layer"
+            else:
+                continue
+            problems.append((lineno, "%s/%s:%d: %s includes %s/%s, %s (%s)" % (
+                tree, rel, lineno, mine_group, tree, target, their_group, why)))
+    return problems
+
+
 def check(tree, root):
     layers = TREES[tree]
     root = os.path.normpath(os.path.abspath(root))
@@ -89,32 +121,31 @@ def check(tree, root):
             if not name.endswith(SOURCE_SUFFIXES):
                 continue
             path = os.path.join(top, name)
-            rel = os.path.relpath(path, root)
             files += 1
-            own = layer_of(layers, rel)
-            if own is None:
-                problems.append("%s/%s: in no layer (place it in TREES of %s)" % (tree, rel, os.path.basename(__file__)))
-                continue
-            with open(path, encoding="utf-8") as f:
-                for lineno, line in enumerate(f, 1):
-                    m = INCLUDE.match(line)
-                    if not m:
-                        continue
-                    target = resolve(root, path, m.group(1), m.group(2))
-                    theirs = None if target is None else layer_of(layers, target)
-                    if theirs is None or theirs == own:
-                        continue
-                    mine_rank, mine_group, _ = layers[own]
-                    their_rank, their_group, _ = layers[theirs]
-                    if their_rank > mine_rank:
-                        why = "a higher layer"
-                    elif their_rank == mine_rank:
-                        why = "a sibling layer"
-                    else:
-                        continue
-                    problems.append("%s/%s:%d: %s includes %s/%s, %s (%s)" % (
-                        tree, rel, lineno, mine_group, tree, target, their_group, why))
+            problems += [p for _, p in file_problems(tree, layers, root, os.path.relpath(path, root), path)]
     return files, problems
+
+
+def expect_flagged(tree, root, specs):
+    """Each FIXTURE=PLACE: the lines flagged are exactly the tagged ones. Returns the failures."""
+    root = os.path.normpath(os.path.abspath(root))
+    failures = 0
+    for spec in specs:
+        fixture, _, place = spec.partition("=")
+        with open(fixture, encoding="utf-8") as f:
+            tagged = [n for n, line in enumerate(f, 1) if "// layer violation" in line]
+        found = file_problems(tree, TREES[tree], root, place, fixture)
+        flagged = [n for n, _ in found]
+        for _, p in found:
+            print("  " + p)
+        if flagged == tagged:
+            print("ok: %s as %s/%s: flagged lines %s, the tagged ones" % (
+                os.path.basename(fixture), tree, place, flagged or "none"))
+        else:
+            print("FAIL: %s as %s/%s: flagged lines %s, tagged %s" % (
+                os.path.basename(fixture), tree, place, flagged or "none", tagged or "none"))
+            failures += 1
+    return failures
 
 
 def order(tree):
@@ -131,6 +162,11 @@ def main():
     tree = sys.argv[1]
     here = os.path.dirname(os.path.abspath(__file__))
     root = sys.argv[2] if len(sys.argv) > 2 else os.path.join(here, "..", "..", tree)
+    if len(sys.argv) > 3:
+        if sys.argv[3] != "--expect-flagged" or len(sys.argv) == 4:
+            print(__doc__)
+            return 2
+        return 1 if expect_flagged(tree, root, sys.argv[4:]) else 0
     files, problems = check(tree, root)
     if files == 0:
         print("FAIL: no sources under %s" % root)

@@ -1,2 +1,2 @@
 // Deliberately wrong: a kernel reaching up into the model. Must not build.
-#include "model/llama_model.h"
+#include "model/llama_model.h"  // layer violation

@@ -1,4 +1,5 @@
 """Shared pieces of the agent's end-to-end tests: run vigil-agent, scrape and parse /metrics."""
+import difflib
 import json
 import os
 import random
@@ -27,10 +28,19 @@ def require_root():
         fail("needs root (BPF, network namespaces)")
 
 
+class Scrape(list):
+    """[(name, {label: value}, float)] for every sample line, and in .families the names of the
+    families the text declares (# TYPE), with samples or without."""
+    families = frozenset()
+
+
 def parse_metrics(text):
-    """Returns [(name, {label: value}, float)] for every sample line."""
-    out = []
+    """The Scrape of a /metrics text."""
+    out = Scrape()
+    declared = set()
     for line in text.splitlines():
+        if line.startswith('# TYPE '):
+            declared.add(line.split()[2])
         if not line or line.startswith('#'):
             continue
         m = SAMPLE.match(line)
@@ -38,6 +48,7 @@ def parse_metrics(text):
             fail("unparsable metrics line: " + line)
         labels = dict(LABEL.findall(m.group(3) or ''))
         out.append((m.group(1), labels, float(m.group(4))))
+    out.families = frozenset(declared)
     return out
 
 
@@ -45,8 +56,36 @@ def select(samples, name, **labels):
     return [(l, v) for n, l, v in samples if n == name and all(l.get(k) == str(w) for k, w in labels.items())]
 
 
-def total(samples, name, **labels):
-    return sum(v for _, v in select(samples, name, **labels))
+def total(samples, name, require=False, **labels):
+    """The sum of NAME's series with LABELS; 0 when none matches. With REQUIRE, none fails: a
+    renamed or unexported family, or a label that changed, must not read as 0."""
+    rows = select(samples, name, **labels)
+    if require and not rows:
+        fail(absent(samples, name, labels))
+    return sum(v for _, v in rows)
+
+
+def declared_total(samples, name, **labels):
+    """total() of a family that has no series until its first event (attach failures, timeouts
+    counted per process): 0 when no series matches, but the scrape must declare the family
+    (# TYPE line), so a renamed or unexported one fails. The labels are not checked: pair it
+    with a required total() of a companion series carrying them."""
+    if name not in getattr(samples, 'families', ()):
+        fail(absent(samples, name, labels, 'declared'))
+    return total(samples, name, **labels)
+
+
+def absent(samples, name, labels, what='with a series'):
+    """Says that NAME{LABELS} is missing, and what the scrape has instead: NAME's label sets, or
+    the families with a close name."""
+    want = '%s{%s}' % (name, ', '.join('%s="%s"' % kv for kv in sorted(labels.items())))
+    have = [l for n, l, _ in samples if n == name]
+    if have:
+        return "no series %s in the scrape; %s has %d, e.g. %s" % (want, name, len(have), have[:3])
+    names = set(getattr(samples, 'families', ())) | {n for n, _, _ in samples}
+    close = difflib.get_close_matches(name, sorted(names), n=5, cutoff=0.7)
+    return "no family %s %s in the scrape (absent is not 0); close names in it: %s" % (
+        want, what, ', '.join(close) or 'none')
 
 
 def listen_port():

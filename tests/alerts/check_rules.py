@@ -2,7 +2,10 @@
 """Checks the generated rules against their contract: files up to date with the jsonnet source,
 mixin.libsonnet exposing its alerts, recording rules and dashboards (each kind in its own field),
 recording rules read only after them in their own group, every alert with severity/priority/summary/description/runbook, a non-zero `for`, a runbook page,
-and a promtool case that it is silent before `for` and one that it fires after.
+and a promtool case that it is silent before `for` and one that it fires after; every recording
+rule with a promtool case that expects a non-zero value of it, and, where it reads a counter (itself
+or through the records it reads), cases with that counter born mid-test at 1 or more (the agent
+creates a failure counter's series at the first failure) and rising.
 usage: check_rules.py  (run by CTest with the ops venv's python)"""
 import glob
 import json
@@ -60,6 +63,89 @@ def check_record_order(groups):
                 seen.add(r['record'])
 
 
+COUNTER = re.compile(r'(?<![\w:])([a-zA-Z_]\w*_(?:total|bucket|count))(?![\w:])')
+SAMPLE_LABELS = re.compile(r'^\s*([\w:]*)\s*(?:\{(.*)\})?\s*$')
+LABEL = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+TERM = re.compile(r'^(-?[\d.]+(?:[eE][+-]?\d+)?)(?:([+-][\d.]+(?:[eE][+-]?\d+)?))?x(\d+)$')
+
+
+def expand(values):
+    """promtool's series notation as a list: a number, or None for '_' and 'stale'."""
+    out = []
+    for term in str(values).split():
+        m = TERM.match(term)
+        if term in ('_', 'stale'):
+            out.append(None)
+        elif term.startswith('_x'):
+            out.extend([None] * int(term[2:]))  # '_xN' is N blanks ('axN' is N + 1 values)
+        elif m:
+            a, b, n = float(m.group(1)), float(m.group(2) or 0), int(m.group(3))
+            out.extend(a + i * b for i in range(n + 1))
+        else:
+            out.append(float(term))
+    return out
+
+
+def born(values):
+    """Absent first, then at 1 or more: a counter the agent created at its first events."""
+    v = expand(values)
+    first = next((x for x in v if x is not None), None)
+    return bool(v) and v[0] is None and first is not None and first >= 1
+
+
+def rising(values):
+    v = [x for x in expand(values) if x is not None]
+    return any(b > a for a, b in zip(v, v[1:]))
+
+
+def parse_sample(text):
+    m = SAMPLE_LABELS.match(text)
+    return (m.group(1), dict(LABEL.findall(m.group(2) or ''))) if m else ('', {})
+
+
+def check_record_cases(groups, tests):
+    """Every record (by name and its static labels: alerts_firing:count per priority) needs a
+    promql_expr_test expecting a non-zero value of it; a case of zeros or no data passes whatever
+    the expression computes. Where it reads a counter, directly or through the records it reads,
+    the cases' inputs must hold that counter born mid-test at >= 1 and rising: the first is where
+    increase() sees nothing (failuresIn exists for it), the second where the window matters."""
+    records = [r for g in groups for r in g['rules'] if 'record' in r]
+    names = {r['record'] for r in records}
+    reads = lambda expr: {n for n in names if re.search(r'(?<![\w:])%s(?![\w:])' % re.escape(n), expr)}  # noqa: E731
+    counters = {}
+
+    def counters_of(name, seen=()):
+        if name not in counters:
+            own = set()
+            for r in (r for r in records if r['record'] == name):
+                own |= set(COUNTER.findall(r['expr'])) - names
+                for other in reads(r['expr']) - {name} - set(seen):
+                    own |= counters_of(other, seen + (name,))
+            counters[name] = own
+        return counters[name]
+
+    for r in records:
+        name, static = r['record'], r.get('labels', {})
+        label = name + (str(static) if static else '')
+        inputs = []  # the input series of every test group with a non-zero case of this record
+        for group in tests:
+            for case in group.get('promql_expr_test', []):
+                if name not in reads(case['expr']):
+                    continue
+                for s in case.get('exp_samples') or []:
+                    metric, labels = parse_sample(s.get('labels', ''))
+                    if metric == name and all(labels.get(k) == v for k, v in static.items()) and float(s['value']) != 0:
+                        inputs.append(group.get('input_series', []))
+                        break
+        check(inputs, label + ': no promtool case (promql_expr_test) expecting a non-zero value of this record')
+        for c in sorted(counters_of(name)):
+            series = [s for i in inputs for s in i if parse_sample(s['series'])[0] == c]
+            check(any(born(s['values']) for s in series),
+                  label + ': reads the counter %s, but no non-zero case has it born mid-test at >= 1' % c)
+            check(any(rising(s['values']) for s in series),
+                  label + ': reads the counter %s, but no non-zero case has it rising' % c)
+
+
 def check_mixin():
     """mixin.libsonnet's three fields, non-empty, as mixin consumers read them: alerts only in
     prometheusAlerts, records only in prometheusRules."""
@@ -93,13 +179,15 @@ def main():
     check(secret['stringData']['alertmanager.yaml'] == open(os.path.join(ROOT, 'deploy/alertmanager/alertmanager.yml')).read(),
           'the Alertmanager Secret does not hold deploy/alertmanager/alertmanager.yml')
 
-    cases = {}
+    cases, tests = {}, []
     for f in TESTS:
         for t in yaml.safe_load(open(os.path.join(ROOT, f)))['tests']:
+            tests.append(t)
             for c in t.get('alert_rule_test', []):
                 cases.setdefault(c['alertname'], []).append(c['exp_alerts'])
 
     check_record_order(rules['groups'])
+    check_record_cases(rules['groups'], tests)
 
     alerts = [r for g in rules['groups'] for r in g['rules'] if 'alert' in r]
     for r in alerts:
@@ -126,7 +214,7 @@ def main():
         for r in (r for g in overlay['spec']['groups'] for r in g['rules'] if 'alert' in r):
             check_runbook_url(r['alert'], r['annotations'].get('runbook_url', ''))
             check(r['annotations'].get('runbook_url') == pattern % r['alert'], f + ': ' + r['alert'] + ': runbook_url not from its pattern')
-    print('checked %d alerts' % len(alerts))
+    print('checked %d alerts and %d recording rules' % (len(alerts), sum('record' in r for g in rules['groups'] for r in g['rules'])))
     for e in errors:
         print('FAIL: ' + e)
     sys.exit(1 if errors else 0)

@@ -2,8 +2,11 @@
  * one on a GPU machine) through allocations, VMM, an allocation that invalidates a stream
  * capture, graphs and injected failures, and prints what it did as JSON: the truth the agent's
  * metrics are compared with. Waits for a line on stdin before starting and before exiting.
- * On the real driver the injected failures (VIGIL_FAKE_CUDA_FAIL) do not happen; the workload
- * records what each call really returned, so the comparison holds there too.
+ * Every failure family the agent counts gets failures either driver returns: allocations far beyond
+ * any device's memory, a NULL graph instantiated and launched, an exec update with a graph of
+ * another topology, an allocation inside a capture. The injected ones (VIGIL_FAKE_CUDA_FAIL) happen
+ * on the stand-in only; the workload records what each call really returned and names results
+ * with the driver's cuGetErrorName, so the comparison holds on both.
  * CUDA_WORKLOAD_DEVICE picks the device ordinal of the full script (default 0).
  *   cuda_workload              the full script above
  *   cuda_workload quick N      N allocations of 1 KiB and their frees, then exit at once (churn)
@@ -21,6 +24,7 @@
 #include <unistd.h>
 
 #define MAX_ALLOCS 128
+#define BEYOND_ANY_DEVICE (1ull << 50)
 #define MAX_KEYS 64
 
 struct counter {
@@ -47,27 +51,16 @@ static void bump(struct counter *c, const char *key)
 	}
 }
 
-#define NAME(x) case x: return #x
+/* The driver's name of RC; CUDA_ERROR_<n> for one it has none for, as the agent writes it. */
 static const char *result_name(CUresult rc)
 {
-	switch (rc) {
-	NAME(CUDA_ERROR_INVALID_VALUE);
-	NAME(CUDA_ERROR_NOT_INITIALIZED);
-	NAME(CUDA_ERROR_INVALID_DEVICE);
-	NAME(CUDA_ERROR_INVALID_CONTEXT);
-	NAME(CUDA_ERROR_NOT_PERMITTED);
-	NAME(CUDA_ERROR_NOT_SUPPORTED);
-	NAME(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
-	NAME(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
-	NAME(CUDA_ERROR_OUT_OF_MEMORY);
-	NAME(CUDA_ERROR_INVALID_HANDLE);
-	NAME(CUDA_ERROR_ILLEGAL_STATE);
-	NAME(CUDA_ERROR_LAUNCH_FAILED);
-	NAME(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-	NAME(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
-	NAME(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
-	default: return "unexpected";
-	}
+	static char unnamed[32];
+	const char *name = NULL;
+
+	if (cuGetErrorName(rc, &name) == CUDA_SUCCESS && name)
+		return name;
+	snprintf(unnamed, sizeof(unnamed), "CUDA_ERROR_%d", (int)rc);
+	return unnamed;
 }
 
 /* Records one call of FN with result RC: "fn" in calls, "fn/ERROR_NAME" in errors. */
@@ -206,7 +199,9 @@ int main(int argc, char **argv)
 	CUmemoryPool pool;
 	CUmemGenericAllocationHandle h[2];
 	CUmemAllocationProp prop;
-	CUgraph graph = NULL;
+	CUgraph graph = NULL, grown = NULL;
+	CUgraphNode node;
+	CUgraphExecUpdateResultInfo update;
 	CUgraphExec exec = NULL, exec2 = NULL, none = NULL;
 	size_t pitch = 0, sz;
 
@@ -248,11 +243,14 @@ int main(int argc, char **argv)
 		live_bytes -= 8192;
 	cuStreamSynchronize(stream);
 
-	setenv("VIGIL_FAKE_CUDA_FAIL", "cuMemAlloc_v2=2,cuMemAllocManaged=2", 1);
-	record("cuMemAlloc_v2", cuMemAlloc(&p, 1ull << 34), 1);
-	record("cuMemAlloc_v2", cuMemAlloc(&p, 1ull << 34), 1);
-	record("cuMemAllocManaged", cuMemAllocManaged(&p, 1ull << 34, CU_MEM_ATTACH_GLOBAL), 1);
-	unsetenv("VIGIL_FAKE_CUDA_FAIL");
+	/* 1 PiB: more than any device has, and more address space than a managed allocation can take.
+	 * Should one succeed all the same, it is counted as the allocation it is. */
+	for (int i = 0; i < 2; i++)
+		if (!record("cuMemAlloc_v2", cuMemAlloc(&p, BEYOND_ANY_DEVICE), 1)) { allocated(BEYOND_ANY_DEVICE); live_bytes += BEYOND_ANY_DEVICE; }
+	if (!record("cuMemAllocManaged", cuMemAllocManaged(&p, BEYOND_ANY_DEVICE, CU_MEM_ATTACH_GLOBAL), 1)) {
+		allocated(BEYOND_ANY_DEVICE);
+		live_bytes += BEYOND_ANY_DEVICE;
+	}
 
 	/* Virtual memory management, as PyTorch's expandable segments use it. */
 	memset(&prop, 0, sizeof(prop));
@@ -284,16 +282,19 @@ int main(int argc, char **argv)
 	record("cuStreamEndCapture", cuStreamEndCapture(stream, &graph), 0);
 	capturing = 0;
 	record("cuGraphInstantiate", cuGraphInstantiate(&exec, graph, 0), 0);
+	/* The same graph with one node more: an update of the executable graph to it must fail. */
+	if (cuGraphCreate(&grown, 0) || cuGraphAddEmptyNode(&node, grown, NULL, 0))
+		return 1;
 	record("cuGraphInstantiate", cuGraphInstantiate(&exec2, NULL, 0), 0);
 	record("cuGraphInstantiate", cuGraphInstantiateWithParams(&exec2, graph, NULL), 0);
 	for (int i = 0; i < 5; i++)
 		record("cuGraphLaunch", cuGraphLaunch(exec, stream), 0);
-	setenv("VIGIL_FAKE_CUDA_FAIL", "cuGraphLaunch=719,cuGraphExecUpdate_v2=910", 1);
+	setenv("VIGIL_FAKE_CUDA_FAIL", "cuGraphLaunch=719", 1);
 	record("cuGraphLaunch", cuGraphLaunch(exec, stream), 0);
 	record("cuGraphLaunch", cuGraphLaunch(exec, stream), 0);
-	record("cuGraphExecUpdate_v2", cuGraphExecUpdate(exec, graph, NULL), 0);
 	unsetenv("VIGIL_FAKE_CUDA_FAIL");
-	record("cuGraphExecUpdate_v2", cuGraphExecUpdate(exec, graph, NULL), 0);
+	record("cuGraphExecUpdate_v2", cuGraphExecUpdate(exec, grown, &update), 0);
+	record("cuGraphExecUpdate_v2", cuGraphExecUpdate(exec, graph, &update), 0);
 	record("cuGraphLaunch", cuGraphLaunch(none, stream), 0);
 
 	printf("{\"pid\": %d, \"device\": %d, \"stream\": \"0x%llx\", \"live_bytes\": %lld, \"vmm_mapped_bytes\": %lld, "

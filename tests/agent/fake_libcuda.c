@@ -2,6 +2,8 @@
  * points (names and signatures from the toolkit's cuda.h, which this file is compiled against)
  * with host memory behind them. It keeps the driver's capture rule: an allocation during a
  * stream capture fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture.
+ * Like the driver, it fails an allocation larger than the device's memory (DEVICE_BYTES here),
+ * a graph call on a NULL handle, and an exec update whose graph has a different node count.
  * Failures are injected per call through the environment, read at every call:
  *   VIGIL_FAKE_CUDA_FAIL=cuMemAlloc_v2=2,cuGraphLaunch=719   (symbol=CUresult) */
 #include <cuda.h>
@@ -10,6 +12,13 @@
 #include <string.h>
 
 #define EXPORT __attribute__((visibility("default"), noinline))
+
+#define DEVICE_BYTES (80ull << 30) /* an 80 GiB device */
+
+/* A graph and an executable graph: their node count, what an exec update compares. */
+struct fake_graph {
+	int nodes;
+};
 
 static CUstream capturing_stream;
 static int capturing, capture_invalidated;
@@ -44,6 +53,8 @@ static CUresult host_alloc(const char *symbol, CUdeviceptr *dptr, size_t size)
 	}
 	if (!dptr || !size)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (size > DEVICE_BYTES)
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	p = malloc(size);
 	if (!p)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -235,8 +246,35 @@ EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 		*phGraph = NULL;
 		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
 	}
-	*phGraph = (CUgraph)malloc(1);
+	*phGraph = (CUgraph)calloc(1, sizeof(struct fake_graph));
 	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+{
+	(void)flags;
+	*phGraph = (CUgraph)calloc(1, sizeof(struct fake_graph));
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+				    size_t numDependencies)
+{
+	(void)dependencies;
+	(void)numDependencies;
+	if (!hGraph)
+		return CUDA_ERROR_INVALID_VALUE;
+	*phGraphNode = (CUgraphNode)(uintptr_t)++((struct fake_graph *)hGraph)->nodes;
+	return CUDA_SUCCESS;
+}
+
+/* An executable graph of HGRAPH: a copy of its node count. */
+static CUgraphExec instantiate(CUgraph hGraph)
+{
+	struct fake_graph *exec = malloc(sizeof(*exec));
+
+	*exec = *(struct fake_graph *)hGraph;
+	return (CUgraphExec)exec;
 }
 
 EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
@@ -248,7 +286,7 @@ EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, uns
 		return rc;
 	if (!hGraph)
 		return CUDA_ERROR_INVALID_VALUE;
-	*phGraphExec = (CUgraphExec)malloc(1);
+	*phGraphExec = instantiate(hGraph);
 	return CUDA_SUCCESS;
 }
 
@@ -261,7 +299,7 @@ EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph h
 		return rc;
 	if (!hGraph)
 		return CUDA_ERROR_INVALID_VALUE;
-	*phGraphExec = (CUgraphExec)malloc(1);
+	*phGraphExec = instantiate(hGraph);
 	if (instantiateParams)
 		instantiateParams->result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
 	return CUDA_SUCCESS;
@@ -281,10 +319,39 @@ EXPORT CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgrap
 {
 	CUresult rc = injected("cuGraphExecUpdate_v2");
 
-	(void)hGraph;
 	if (resultInfo)
 		memset(resultInfo, 0, sizeof(*resultInfo));
 	if (rc)
 		return rc;
-	return hGraphExec ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	if (!hGraphExec || !hGraph)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (((struct fake_graph *)hGraphExec)->nodes != ((struct fake_graph *)hGraph)->nodes) {
+		if (resultInfo)
+			resultInfo->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+		return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+	}
+	return CUDA_SUCCESS;
+}
+
+#define NAME(x) \
+	case x: \
+		*pStr = #x; \
+		return CUDA_SUCCESS
+/* The names of the results this stand-in returns or a test injects. */
+EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
+	switch (error) {
+	NAME(CUDA_SUCCESS);
+	NAME(CUDA_ERROR_INVALID_VALUE);
+	NAME(CUDA_ERROR_OUT_OF_MEMORY);
+	NAME(CUDA_ERROR_INVALID_HANDLE);
+	NAME(CUDA_ERROR_ILLEGAL_STATE);
+	NAME(CUDA_ERROR_LAUNCH_FAILED);
+	NAME(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	NAME(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+	NAME(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+	default:
+		*pStr = NULL;
+		return CUDA_ERROR_INVALID_VALUE;
+	}
 }

@@ -11,9 +11,10 @@ its image in a second container with a network namespace of its own:
       layer is discovered through /proc/PID/root, and the agent's counters equal its own record;
   (c) the worker's USDT allocator probes are attached through /proc/PID/root and the agent's
       allocator numbers equal the worker's own /metrics; a second worker process started in the
-      container afterwards is seen from its first block: the agent's allocations - frees equal
-      its live blocks and the bytes the agent paired its allocated bytes, and when it exits the
-      agent counts every block freed (frees > 0) and pairs its bytes back to 0;
+      container afterwards is seen from its first block: after it loaded a LoRA adapter (held in
+      its caching allocator), served a request on it and unloaded it, the agent's allocations -
+      frees (> 0) equal its live blocks and the bytes the agent paired its allocated bytes, and
+      when it exits the agent counts every block it held freed and pairs its bytes back to 0;
   (d) every series of the worker carries container_id equal to podman's full id of its container,
       and the namespace, pod and container of the kubelet-style link laid out for it in
       /var/log/containers (the DaemonSet mounts the node's);
@@ -42,6 +43,9 @@ TAG = '%d' % (os.getpid() % 100000)
 LOG_DIR = '/var/log/containers'
 POD, NAMESPACE, CONTAINER = 'vigil-worker-0', 'vigil-test-%s' % TAG, 'worker'
 MODEL = '/models/SmolLM2-135M-Instruct.Q4_1.gguf'
+ADAPTER = 'lora_tiny.gguf'  # in tests/fixtures, mounted at /adapters
+POST = ('import sys, urllib.request\nr = urllib.request.Request(sys.argv[1], sys.argv[2].encode(), '
+        '{"Content-Type": "application/json"})\nurllib.request.urlopen(r, timeout=60).read()\n')
 
 
 def podman(*args, check=True):
@@ -229,12 +233,14 @@ def allocator_pairing(scene, metrics_url, client, get, chat):
     """(c) the agent's own pairing of vigil:alloc_block_alloc/free against the worker's record. The
     probes sit on the worker binary's file (attached through the first worker's /proc/PID/root),
     so a second worker started now in the same container is seen from its first block, KV cache
-    included. While it serves, the agent's allocations - frees must equal the blocks it says it
-    holds and the bytes the agent paired its allocated bytes; on SIGTERM it gives every block back,
-    and the agent must count those frees and pair its bytes back to 0."""
+    included. A LoRA adapter's tensor data is held in the allocator: loading one, serving a request
+    on it and unloading it allocates and frees while the worker runs. Then the agent's allocations
+    - frees must equal the blocks the worker says it holds and the bytes the agent paired its
+    allocated bytes; on SIGTERM it gives every block back, and the agent must count those frees and
+    pair its bytes back to 0."""
     port = 8081
     podman('exec', '-d', scene.worker, '/usr/local/bin/vigil-worker', 'serve', '-m', MODEL, '--host', '0.0.0.0',
-           '--port', str(port))
+           '--port', str(port), '--adapter-dir', '/adapters')
     base = 'http://%s:%d' % (W_ADDR, port)
     deadline = time.time() + 120
     while subprocess.run(client + [get, base + '/ready', '1'], capture_output=True).returncode != 0:
@@ -242,13 +248,10 @@ def allocator_pairing(scene, metrics_url, client, get, chat):
             fail('the second worker in the container not ready on port %d' % port)
         time.sleep(0.5)
     top = podman('top', scene.worker, 'hpid', 'args').stdout.splitlines()[1:]
-    pids = [int(l.split(None, 1)[0]) for l in top if l.split()[-2:] == ['--port', str(port)]]
+    pids = [int(l.split()[0]) for l in top if ' --port %d ' % port in l + ' ']
     if len(pids) != 1:
         fail('the second worker not found in podman top: %s' % top)
     pid = pids[0]
-    sh(*client, chat, base + '/v1/chat/completions')
-    wm = parse_metrics(sh(*client, 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read()'
-                                   '.decode())', base + '/metrics').stdout)
     q = dict(pid=pid, allocator='vigil')
 
     def agent():
@@ -256,13 +259,26 @@ def allocator_pairing(scene, metrics_url, client, get, chat):
         return (one(s, 'gpu_memory_allocator_block_allocations_total', **q),
                 one(s, 'gpu_memory_allocator_block_frees_total', **q), one(s, 'gpu_memory_allocator_paired_bytes', **q))
 
-    allocs, frees, paired = agent()
-    blocks, allocated = one(wm, 'vigil_worker_allocator_blocks'), one(wm, 'vigil_worker_allocator_allocated_bytes')
-    print('(c) second worker (host pid %d) serving: agent allocations %d - frees %d = %d, worker blocks %d; '
-          'agent paired bytes %d, worker allocated bytes %d' % (pid, allocs, frees, allocs - frees, blocks, paired,
-                                                                 allocated))
-    if blocks == 0 or allocs - frees != blocks or paired != allocated:
-        fail("the agent's pairing differs from the worker's record (blocks %d, bytes %d)" % (blocks, allocated))
+    def paired_with_worker(stage):
+        wm = parse_metrics(sh(*client, 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read()'
+                                       '.decode())', base + '/metrics').stdout)
+        allocs, frees, paired = agent()
+        blocks, allocated = one(wm, 'vigil_worker_allocator_blocks'), one(wm, 'vigil_worker_allocator_allocated_bytes')
+        print('(c) second worker (host pid %d), %s: agent allocations %d - frees %d = %d, worker blocks %d; '
+              'agent paired bytes %d, worker allocated bytes %d'
+              % (pid, stage, allocs, frees, allocs - frees, blocks, paired, allocated))
+        if blocks == 0 or allocs - frees != blocks or paired != allocated:
+            fail("the agent's pairing differs from the worker's record (blocks %d, bytes %d)" % (blocks, allocated))
+        return allocs, frees, blocks
+
+    sh(*client, chat, base + '/v1/chat/completions')
+    sh(*client, POST, base + '/v1/load_lora_adapter', json.dumps({'lora_name': 'tiny', 'lora_path': ADAPTER}))
+    sh(*client, POST, base + '/v1/completions', json.dumps({'model': 'tiny', 'prompt': 'Hello', 'max_tokens': 4}))
+    paired_with_worker('adapter loaded and used')
+    sh(*client, POST, base + '/v1/unload_lora_adapter', json.dumps({'lora_name': 'tiny'}))
+    allocs, frees, blocks = paired_with_worker('adapter unloaded')
+    if frees == 0:
+        fail('the agent counted no block freed after the adapter was unloaded')
     os.kill(pid, signal.SIGTERM)
     deadline = time.time() + 60
     while os.path.exists('/proc/%d' % pid):
@@ -320,7 +336,8 @@ def main():
         print('agent container: ' + ' '.join(agent_args(scene, port)))
 
         podman('run', '-d', '--name', scene.worker, '--network', 'ns:/run/netns/' + scene.ns_w,
-               '--read-only', '--cap-drop=all', '-v', model_dir + ':/models:ro', 'vigil/worker:' + version,
+               '--read-only', '--cap-drop=all', '-v', model_dir + ':/models:ro',
+               '-v', os.path.join(ROOT, 'tests', 'fixtures') + ':/adapters:ro', 'vigil/worker:' + version,
                'serve', '-m', MODEL, '--host', '0.0.0.0', '--port', '8080')
         cid = podman('inspect', '--format', '{{.Id}}', scene.worker).stdout.strip()
         scene.link(POD, NAMESPACE, CONTAINER, cid)

@@ -71,6 +71,8 @@ class ForwardBackend {
   virtual std::string describe() const = 0;  // e.g. "cpu avx512-vnni, 2 threads"
   // The allocator holding the KV cache; safe from any thread.
   virtual AllocatorStats allocator_stats() const = 0;
+  // Where LoRA adapters' tensor data is held; empty: the heap.
+  virtual AdapterMemory adapter_memory() const { return {}; }
   // Decode-graph counters; nullopt for a backend without graphs. Engine thread only.
   virtual std::optional<GraphStats> graph_stats() const { return std::nullopt; }
 };

@@ -93,13 +93,20 @@ std::string confine_adapter_path(const std::string& dir, const std::string& path
 
 AdapterRegistry::AdapterRegistry(const LlamaModel& model, std::string dir) : model_(model), dir_(std::move(dir)) {}
 
+void AdapterRegistry::hold_in(AdapterMemory memory) {
+  std::lock_guard lock(mu_);
+  memory_ = std::move(memory);
+}
+
 AdapterResult AdapterRegistry::load(const std::string& name, const std::string& path) {
   if (std::string err = check_name(name); !err.empty()) return {AdapterStatus::kBadRequest, err};
   if (dir_.empty())
     return {AdapterStatus::kDisabled, "adapter loading is disabled: start the worker with --adapter-dir or "
                                       "server.adapter_dir"};
+  AdapterMemory memory;
   {
     std::lock_guard lock(mu_);
+    memory = memory_;
     if (adapters_.count(name)) return {AdapterStatus::kConflict, "adapter '" + name + "' is already loaded"};
     if (adapters_.size() >= kMaxAdapters)
       return {AdapterStatus::kFull, std::to_string(kMaxAdapters) + " adapters are loaded already; unload one first"};
@@ -109,7 +116,7 @@ AdapterResult AdapterRegistry::load(const std::string& name, const std::string& 
   if (real.empty()) return {AdapterStatus::kBadRequest, err};
   std::shared_ptr<const LoraAdapter> adapter;
   try {
-    adapter = LoraAdapter::load(real, model_);
+    adapter = LoraAdapter::load(real, model_, memory);
   } catch (const std::exception& e) {
     return {AdapterStatus::kInvalidFile, std::string("invalid adapter file: ") + e.what()};
   }

@@ -41,6 +41,8 @@ class AdapterRegistry {
  public:
   // `dir` empty: loading is disabled. Thread-safe throughout.
   AdapterRegistry(const LlamaModel& model, std::string dir);
+  // Where adapters loaded from now on hold their tensor data (the engine's backend sets it).
+  void hold_in(AdapterMemory memory);
 
   // Reads and validates outside the lock, so requests and other loads go on meanwhile.
   AdapterResult load(const std::string& name, const std::string& path);
@@ -56,6 +58,7 @@ class AdapterRegistry {
   const LlamaModel& model_;
   std::string dir_;
   mutable std::mutex mu_;
+  AdapterMemory memory_;
   std::map<std::string, std::shared_ptr<const LoraAdapter>, std::less<>> adapters_;
 };
 

@@ -112,6 +112,7 @@ class Engine {
 
   const EngineConfig& config() const { return config_; }
   const std::string& backend_description() const { return backend_description_; }
+  AdapterMemory adapter_memory() const { return backend_->adapter_memory(); }
   bool supports_lora() const { return backend_->supports_lora(); }
 
  private:

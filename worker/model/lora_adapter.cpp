@@ -156,11 +156,13 @@ size_t check_pair(const GgufFile& f, const LlamaModel& model, const std::string&
 
 }  // namespace
 
-std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path, const LlamaModel& model) {
-  return from_gguf(GgufFile::open(path), model);
+std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path, const LlamaModel& model,
+                                                     const AdapterMemory& memory) {
+  return from_gguf(GgufFile::open(path), model, memory);
 }
 
-std::shared_ptr<const LoraAdapter> LoraAdapter::from_gguf(const GgufFile& f, const LlamaModel& model) {
+std::shared_ptr<const LoraAdapter> LoraAdapter::from_gguf(const GgufFile& f, const LlamaModel& model,
+                                                          const AdapterMemory& memory) {
   const float alpha = check_header(f, model);
   const int n_layer = model.hparams().n_layer;
   const FoundPairs found = find_pairs(f, n_layer);
@@ -173,11 +175,12 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::from_gguf(const GgufFile& f, con
   for (const auto& [base, e] : found) total += check_pair(f, model, base, e);
 
   // Copy out of the mapping so later changes to the file cannot reach the running model.
-  adapter->data_.resize(total);
+  adapter->data_ = memory ? memory(total) : std::shared_ptr<uint8_t[]>(new uint8_t[total]);
+  adapter->bytes_ = total;
   size_t at = 0;
   auto copy = [&](const GgufTensor& t, int64_t rows, int64_t cols) {
-    std::memcpy(adapter->data_.data() + at, t.data, t.n_bytes);
-    WeightView v{t.type, adapter->data_.data() + at, rows, cols};
+    std::memcpy(adapter->data_.get() + at, t.data, t.n_bytes);
+    WeightView v{t.type, adapter->data_.get() + at, rows, cols};
     at += padded_bytes(t);
     return v;
   };

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,12 +28,19 @@ struct LoraPair {
   float scale = 1.0f; // alpha / rank (llama.cpp's rule: 1 when alpha is 0)
 };
 
+// Where an adapter's tensor data is held: a buffer of `bytes`, given back when its last copy goes.
+// The engine passes its caching allocator's (an agent watching the allocator sees adapters come
+// and go); empty: the heap.
+using AdapterMemory = std::function<std::shared_ptr<uint8_t[]>(size_t bytes)>;
+
 class LoraAdapter {
  public:
-  // Reads, validates and copies the adapter into memory (the file may change or vanish afterwards).
-  // Throws GgufError with one message naming the file and the problem.
-  static std::shared_ptr<const LoraAdapter> load(const std::string& path, const LlamaModel& model);
-  static std::shared_ptr<const LoraAdapter> from_gguf(const GgufFile& file, const LlamaModel& model);
+  // Reads, validates and copies the adapter into `memory` (the file may change or vanish
+  // afterwards). Throws GgufError with one message naming the file and the problem.
+  static std::shared_ptr<const LoraAdapter> load(const std::string& path, const LlamaModel& model,
+                                                 const AdapterMemory& memory = {});
+  static std::shared_ptr<const LoraAdapter> from_gguf(const GgufFile& file, const LlamaModel& model,
+                                                      const AdapterMemory& memory = {});
 
   // The pair adapting `target` of `layer`, or nullptr when the adapter leaves it alone.
   const LoraPair* pair(int layer, LayerMatrix target) const {
@@ -43,7 +51,7 @@ class LoraAdapter {
   uint64_t id() const { return id_; }
   int max_rank() const { return max_rank_; }
   int n_pairs() const { return n_pairs_; }
-  size_t bytes() const { return data_.size(); }  // tensor data held
+  size_t bytes() const { return bytes_; }  // tensor data held
 
  private:
   LoraAdapter() = default;
@@ -52,7 +60,8 @@ class LoraAdapter {
   int max_rank_ = 0;
   int n_pairs_ = 0;
   std::vector<std::unique_ptr<LoraPair>> pairs_;  // [n_layer * kLayerMatrices], null when absent
-  std::vector<uint8_t> data_;                     // every A and B, copied out of the file
+  std::shared_ptr<uint8_t[]> data_;               // every A and B, copied out of the file
+  size_t bytes_ = 0;
 };
 
 }  // namespace vigil

@@ -13,7 +13,9 @@ EngineService::EngineService(const LlamaModel& model, const Vocab& vocab, const 
     : vocab_(vocab),
       config_(config),
       adapters_(model, adapter_dir),
-      engine_(std::make_unique<Engine>(model, vocab, config, &adapters_)) {}
+      engine_(std::make_unique<Engine>(model, vocab, config, &adapters_)) {
+  adapters_.hold_in(engine_->adapter_memory());
+}
 
 std::vector<int32_t> EngineService::tokenize(std::string_view text) const { return vocab_.encode(text, true); }
 

@@ -6,11 +6,18 @@
 namespace vigil {
 
 CpuBackend::CpuBackend(const LlamaModel& model, const BackendShape& shape, TensorParallel* tp)
-    : alloc_(std::make_unique<HostSegmentSource>()),
-      cache_(model.hparams(), shape.kv_blocks, shape.kv_block_size, alloc_),
+    : alloc_(std::make_shared<CachingAllocator>(std::make_unique<HostSegmentSource>())),
+      cache_(model.hparams(), shape.kv_blocks, shape.kv_block_size, *alloc_),
       pool_(shape.threads),
       forward_(model, cache_, pool_, shape.max_batch, shape.max_positions) {
   forward_.set_tensor_parallel(tp);
+}
+
+AdapterMemory CpuBackend::adapter_memory() const {
+  return [alloc = alloc_](size_t bytes) {
+    return std::shared_ptr<uint8_t[]>(static_cast<uint8_t*>(alloc->allocate(bytes)),
+                                      [alloc](uint8_t* p) { alloc->free(p); });
+  };
 }
 
 std::string CpuBackend::describe() const {

@@ -21,10 +21,13 @@ class CpuBackend final : public ForwardBackend {
   std::span<const float> logits(int i) const override { return forward_.logits(i); }
   bool supports_lora() const override { return !forward_.tensor_parallel(); }
   std::string describe() const override;
-  AllocatorStats allocator_stats() const override { return alloc_.stats(); }
+  AllocatorStats allocator_stats() const override { return alloc_->stats(); }
+  // The KV cache's allocator: adapters held there show in its stats and its probes, as a GPU
+  // worker's would in device memory. Each buffer keeps the allocator alive.
+  AdapterMemory adapter_memory() const override;
 
  private:
-  CachingAllocator alloc_;  // before cache_: the cache's storage comes from it
+  std::shared_ptr<CachingAllocator> alloc_;  // before cache_: the cache's storage comes from it
   KvCache cache_;
   ThreadPool pool_;
   CpuForward forward_;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
@@ -249,6 +250,34 @@ TEST_F(LoraEngineTest, PrefixCacheSharesBlocksOnlyWithinOneAdapter) {
   EXPECT_EQ(engine.stats().prefix_cache_hits, hits_after_base);
   EXPECT_EQ(run("x"), x_fresh);
   EXPECT_GT(engine.stats().prefix_cache_hits, hits_after_base) << "a second request on x reuses x's blocks";
+}
+
+// Adapters held in the engine's caching allocator (EngineService sets it so): a load is one block
+// more, an unload one less; an adapter still held when its engine is gone keeps the allocator alive.
+TEST_F(LoraEngineTest, AdaptersLiveInTheEnginesAllocator) {
+  AdapterRegistry reg(*model_, dir_->string());
+  std::shared_ptr<const LoraAdapter> held;
+  {
+    Engine engine(*model_, *vocab_, config(), &reg);
+    reg.hold_in(engine.adapter_memory());
+    const AllocatorStats before = engine.stats().allocator;
+    ASSERT_EQ(reg.load("y", "y.gguf").status, AdapterStatus::kOk);
+    const AllocatorStats loaded = engine.stats().allocator;
+    EXPECT_EQ(loaded.blocks, before.blocks + 1);
+    EXPECT_GE(loaded.allocated_bytes - before.allocated_bytes, reg.find("y")->bytes());
+    ASSERT_EQ(reg.unload("y").status, AdapterStatus::kOk);
+    EXPECT_EQ(engine.stats().allocator.blocks, before.blocks);
+    EXPECT_EQ(engine.stats().allocator.allocated_bytes, before.allocated_bytes);
+    ASSERT_EQ(reg.load("x", "x.gguf").status, AdapterStatus::kOk);
+    held = reg.find("x");
+  }
+  ASSERT_EQ(reg.unload("x").status, AdapterStatus::kOk);
+  const LoraPair* pair = held->pair(0, LayerMatrix::kQ);
+  ASSERT_NE(pair, nullptr);
+  float first = 0;
+  std::memcpy(&first, pair->a.data, sizeof first);  // F32, still readable (ASan: no use after free)
+  EXPECT_TRUE(std::isfinite(first));
+  held.reset();
 }
 
 TEST_F(LoraEngineTest, AnEngineWithoutRegistryRefusesAdapters) {

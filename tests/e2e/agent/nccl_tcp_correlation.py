@@ -1,39 +1,27 @@
 #!/usr/bin/env python3
 """NCCL/TCP correlation test: a process with NCCL state (ncclGetUniqueId on the real libnccl.so.2)
 streams over TCP between two network namespaces; the link is then blackholed with nftables. The
-agent must report the stall for that pid — tcp_stall_seconds within the time since the blackhole
-began (the first timeout fires one RTO after it) — and nccl_tcp_timeout_risk_ratio equal to
-(stall + next wait) / collective timeout, rising towards 1 as the backoff grows. The ratio is also
-checked against numbers the agent did not produce: the kernel's own view of the socket from
-`ss -ti` in the sender's namespace (`lastack`: time since the peer last acknowledged, i.e. since
-progress stopped; `rto`: the wait the kernel has armed for the next retransmit), less the RTO the
-socket had before the blackhole (the first timeout fires one RTO after the last progress).
+agent must report the stall for that pid — tcp_stall_seconds within the kernel's time since the
+peer last acknowledged (`lastack` of `ss -ti` in the sender's namespace) less at most the RTO the
+socket had before (the first timeout fires one RTO after the last progress) — and
+nccl_tcp_timeout_risk_ratio equal to (stall + next wait) / collective timeout, rising towards 1 as
+the backoff grows. The ratio is also checked against the kernel's own view of the socket (`lastack` less the RTO before the blackhole,
+plus `rto`: the wait the kernel has armed for the next retransmit).
 For correlation across nodes, the process's connection is named by its addresses as the kernel
 has them (`ss -tn`): nccl_tcp_collective_peers lists that pair, and tcp_peer_stall_seconds gives
 that pair's stall while (and only while) it is stalled, equal to the process's tcp_stall_seconds.
 usage: nccl_tcp_correlation.py VIGIL_AGENT NCCL_STALL TCP_BULK"""
-import re
 import subprocess
 import sys
 import time
 
 from harness import Agent, fail, require_root, select, sh, total
-from tcp_retransmits import B_ADDR, Namespaces
+from tcp_retransmits import B_ADDR, Namespaces, kernel_socket
 
 TIMEOUT_S = 10
 PORT = 5203
-
-
-def kernel_socket(ns):
-    """rto, lastack and backoff (seconds, seconds, count) of the stream's socket from `ss -ti`."""
-    out = sh('ip', 'netns', 'exec', ns, 'ss', '-tin', 'dst', '%s:%d' % (B_ADDR, PORT)).stdout
-    rto = re.search(r'\brto:([\d.]+)', out)
-    if not rto:
-        fail('no rto for the stream in `ss -ti`: ' + out)
-    # ss leaves out lastack and backoff while they are 0 (an ack this millisecond, no timeout yet).
-    lastack, backoff = re.search(r'\blastack:(\d+)', out), re.search(r'\bbackoff:(\d+)', out)
-    return (float(rto.group(1)) / 1e3, float(lastack.group(1)) / 1e3 if lastack else 0.0,
-            int(backoff.group(1)) if backoff else 0)
+STREAM = '%s:%d' % (B_ADDR, PORT)
+JIFFY_S = 0.010  # lastack counts whole jiffies (rcv_tstamp): off by under one, 10 ms at CONFIG_HZ=100
 
 
 def kernel_pairs(ns):
@@ -68,7 +56,7 @@ def main():
             risk0 = total(before, 'nccl_tcp_timeout_risk_ratio', pid=pid)
             if total(before, 'tcp_retransmits_total', pid=pid) != 0:
                 fail("retransmits before the blackhole (a lossy link): the stall's start would be ambiguous")
-            rto_before = kernel_socket(nets.a)[0]
+            rto_before = kernel_socket(nets.a, STREAM)[0]
             pairs = kernel_pairs(nets.a)
             if set(agent_pairs(before, 'nccl_tcp_collective_peers', pid)) != pairs:
                 fail("nccl_tcp_collective_peers %s, the kernel's connection %s"
@@ -81,20 +69,29 @@ def main():
             results = []
             for wait in (2.5, 6.0):
                 time.sleep(blackhole + wait - time.time())
+                # lastack at the scrape lies between the two reads (nothing is acknowledged now).
+                first = kernel_socket(nets.a, STREAM)
                 s = agent.scrape()
                 elapsed = time.time() - blackhole
-                k_rto, k_lastack, k_backoff = kernel_socket(nets.a)
+                k_rto, k_lastack, k_backoff = kernel_socket(nets.a, STREAM)
                 stall = total(s, 'tcp_stall_seconds', pid=pid)
                 rto = total(s, 'tcp_rto_seconds', pid=pid)
+                backoff = total(s, 'tcp_backoff', pid=pid)
                 risk = total(s, 'nccl_tcp_timeout_risk_ratio', pid=pid)
                 want = (stall + min(2 * rto, 120)) / TIMEOUT_S
                 kernel_risk = (k_lastack - rto_before + min(k_rto, 120)) / TIMEOUT_S
-                print("%.1f s after the blackhole: tcp_stall_seconds %.3f, tcp_rto_seconds %.3f, "
-                      "nccl_tcp_timeout_risk_ratio %.4f (from stall and rto: %.4f)" % (elapsed, stall, rto, risk, want))
-                print("   kernel (ss -ti): rto %.3f s, lastack %.3f s, backoff %d: risk %.4f" % (
-                    k_rto, k_lastack, k_backoff, kernel_risk))
-                if not (elapsed - 1.5 <= stall <= elapsed):
-                    fail("stall %.3f s is not within the %.1f s since the blackhole (first timeout after one RTO)" % (stall, elapsed))
+                print("%.1f s after the blackhole: tcp_stall_seconds %.3f, tcp_rto_seconds %.3f, tcp_backoff %d, "
+                      "nccl_tcp_timeout_risk_ratio %.4f (from stall and rto: %.4f)"
+                      % (elapsed, stall, rto, backoff, risk, want))
+                print("   kernel (ss -ti): rto %.3f s, lastack %.3f..%.3f s, backoff %d: risk %.4f; "
+                      "lastack - stall %.3f..%.3f s, rto before %.3f s" % (
+                          k_rto, first[1], k_lastack, k_backoff, kernel_risk, first[1] - stall, k_lastack - stall,
+                          rto_before))
+                # The stall runs from the run's first retransmit: a tail-loss probe (10 to 40 ms after the last
+                # ack, measured) or else the first timeout, one RTO after it.
+                if not (first[1] - rto_before - JIFFY_S <= stall <= k_lastack + JIFFY_S):
+                    fail("stall %.3f s is not within the kernel's lastack %.3f..%.3f s less at most the RTO "
+                         "before the blackhole %.3f s" % (stall, first[1], k_lastack, rto_before))
                 if abs(risk - want) > 1e-3:
                     fail("risk ratio %.4f differs from (stall + next wait) / timeout = %.4f" % (risk, want))
                 # The two reads are a few ms apart; the first timeout's exact moment is within one

@@ -40,7 +40,7 @@ def main():
             print('%-44s agent %-12d workload %-12d %s' % ('cuda_driver_calls_total{function="%s"}' % fn, got, want,
                                                           'ok' if got == want else 'MISMATCH'))
             ok &= got == want
-        drops = total(s, 'vigil_agent_ringbuf_drops_total', set='cuda')
+        drops = total(s, 'vigil_agent_ringbuf_drops_total', require=True, set='cuda')
         w.stdin.write('\n')
         w.stdin.flush()
         w.wait(timeout=10)

@@ -64,17 +64,16 @@ def maps_scan_seconds():
 
 
 def proc_counts(s):
-    return (total(s, 'vigil_agent_events_total', set='proc'), total(s, 'vigil_agent_ringbuf_events_total', set='proc'),
-            total(s, 'vigil_agent_ringbuf_drops_total', set='proc'))
+    """Events sent, read and dropped by the proc set. The events read have no series before the
+    first is read; the first call comes after tracked_exit's exec has been."""
+    return (total(s, 'vigil_agent_events_total', require=True, set='proc'),
+            total(s, 'vigil_agent_ringbuf_events_total', require=True, set='proc'),
+            total(s, 'vigil_agent_ringbuf_drops_total', require=True, set='proc'))
 
 
 def tables(s):
-    out = {}
-    for st, table in (('agent', 'process_labels'), ('agent', 'exec_scans'), ('proc', 'tracked')):
-        out[table] = total(s, 'vigil_agent_table_entries', set=st, table=table)
-        if not select(s, 'vigil_agent_table_entries', set=st, table=table):
-            fail("no vigil_agent_table_entries{set=%s,table=%s}" % (st, table))
-    return out
+    return {table: total(s, 'vigil_agent_table_entries', require=True, set=st, table=table)
+            for st, table in (('agent', 'process_labels'), ('agent', 'exec_scans'), ('proc', 'tracked'))}
 
 
 def wait_for(pred, timeout):

@@ -34,9 +34,10 @@ def main():
             fail("nccl_calls_total differs from the workload's results")
         if truth['calls'].get('ncclGetUniqueId/ncclSuccess') != 1:
             fail("ncclGetUniqueId did not succeed here; the test expects a host without a GPU")
-        if total(s, 'nccl_communicators', pid=pid) != 0:
+        # Both are exported at 0: the communicators per NCCL process, the bytes per collective called.
+        if total(s, 'nccl_communicators', require=True, pid=pid) != 0:
             fail("a failed ncclCommInitRank was counted as a communicator")
-        if total(s, 'nccl_bytes_total', pid=pid) != 0:
+        if total(s, 'nccl_bytes_total', require=True, pid=pid, op='AllReduce') != 0:
             fail("bytes counted for a collective that failed at enqueue")
         log = agent.log_text()
         for key in truth['calls']:

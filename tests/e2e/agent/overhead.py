@@ -43,11 +43,11 @@ def main():
         on_s = per_pair(bench, 'usdt', 1000000)
         for events in (10000, 100000):
             pairs = events // 2  # a pair is two probed calls: cuMemAlloc_v2 and cuMemFree_v2
-            t0, e0 = cpu_ticks(agent.proc.pid), total(agent.scrape(), 'vigil_agent_events_total', set='cuda')
+            t0, e0 = cpu_ticks(agent.proc.pid), total(agent.scrape(), 'vigil_agent_events_total', require=True, set='cuda')
             start = time.time()
             subprocess.run([bench, 'rate', str(pairs), '10'], check=True)
             wall = time.time() - start
-            t1, e1 = cpu_ticks(agent.proc.pid), total(agent.scrape(), 'vigil_agent_events_total', set='cuda')
+            t1, e1 = cpu_ticks(agent.proc.pid), total(agent.scrape(), 'vigil_agent_events_total', require=True, set='cuda')
             rows.append((events, (e1 - e0) / wall, 100.0 * (t1 - t0) / CLK / wall, rss_kib(agent.proc.pid) / 1024))
     print("| probe | ns per call pair without agent | with agent | added per probed call |")
     print("|---|---|---|---|")

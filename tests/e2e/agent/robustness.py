@@ -27,8 +27,10 @@ ALLOCS_EACH = 10
 BURST = 200000
 
 
-def tables(samples, set_name):
-    return {l['table']: v for l, v in select(samples, 'vigil_agent_table_entries', set=set_name)}
+def tables(samples):
+    """The cuda set's table entries this test reads; each must be exported (absent is not 0)."""
+    return {t: total(samples, 'vigil_agent_table_entries', require=True, set='cuda', table=t)
+            for t in ('procs', 'live', 'handles', 'errors', 'inflight')}
 
 
 def wait_for(pred, what, timeout=20):
@@ -42,7 +44,7 @@ def wait_for(pred, what, timeout=20):
 
 def churn(agent, workload):
     before = agent.scrape()
-    base_tables = tables(before, 'cuda')
+    base_tables = tables(before)
     start = time.time()
     pids, running = [], []
     for _ in range(CHURN):
@@ -75,18 +77,18 @@ def churn(agent, workload):
     # Other processes on a shared machine may be observed too (a vigil-worker with USDT probes,
     # perhaps in its own grace period): only the churn's pids are known to be gone for good.
     series_pids = {l['pid'] for n, l, v in s if 'pid' in l}
-    after_tables = tables(s, 'cuda')
+    after_tables = tables(s)
     cuda_pids = {l['pid'] for l, _ in select(s, 'gpu_memory_allocations_total')}
-    labels = total(s, 'vigil_agent_table_entries', set='agent', table='process_labels')
+    labels = total(s, 'vigil_agent_table_entries', require=True, set='agent', table='process_labels')
     print("after the grace period: %d churn pids with series; %d pids with series in all; "
           "cuda procs table %d for %d pids; label cache %d"
-          % (len(left), len(series_pids), after_tables.get('procs', 0), len(cuda_pids), labels))
+          % (len(left), len(series_pids), after_tables['procs'], len(cuda_pids), labels))
     if left:
         fail("series left for exited pids: %s" % sorted(left)[:5])
-    if after_tables.get('procs', 0) != len(cuda_pids):
-        fail("cuda procs table holds %d entries for %d live processes" % (after_tables.get('procs', 0), len(cuda_pids)))
+    if after_tables['procs'] != len(cuda_pids):
+        fail("cuda procs table holds %d entries for %d live processes" % (after_tables['procs'], len(cuda_pids)))
     for t in ('live', 'handles', 'errors', 'inflight'):
-        if after_tables.get(t, 0) > base_tables.get(t, 0) and not cuda_pids:
+        if after_tables[t] > base_tables[t] and not cuda_pids:
             fail("cuda table %s holds %d entries with no process left" % (t, after_tables[t]))
     # Processes in their grace period without series of their own (seen by another collector)
     # are cached too: a handful at most, against the 200 the churn would leave behind.
@@ -99,7 +101,7 @@ def burst(agent, workload):
     pid = int(w.stdout.readline().split('pid=')[1])
     before = agent.scrape()
     read0 = total(before, 'vigil_agent_ringbuf_events_total', set='cuda')
-    drop0 = total(before, 'vigil_agent_ringbuf_drops_total', set='cuda')
+    drop0 = total(before, 'vigil_agent_ringbuf_drops_total', require=True, set='cuda')
     os.kill(agent.proc.pid, signal.SIGSTOP)
     try:
         w.stdin.write('\n')
@@ -178,7 +180,7 @@ def main():
     config = ('probes: {tcp: false, nccl: false}\ngrace_period: %ds\ndiscovery_interval: 1s\n'
               'libraries: {cuda: [%s]}\n' % (GRACE_S, os.path.realpath(fake_lib)))
     with Agent(agent_bin, config) as agent:
-        pinned = total(agent.scrape(), 'vigil_agent_probes_attached', set='cuda')
+        pinned = total(agent.scrape(), 'vigil_agent_probes_attached', require=True, set='cuda')
         if pinned == 0:
             fail("libraries.cuda path not attached at start: " + agent.log_text())
         churn(agent, workload)

@@ -49,7 +49,7 @@ def main():
     # No discovery: a vigil-worker someone runs on the same machine would add its own probes.
     config = 'probes: {tcp: false, cuda: false, nccl: false}\nlibraries: {discover: false, usdt: [%s]}\n' % program
     with Agent(agent_bin, config) as agent:
-        if total(agent.scrape(), 'vigil_agent_probes_attached', set='usdt') != 5:
+        if total(agent.scrape(), 'vigil_agent_probes_attached', require=True, set='usdt') != 5:
             fail("expected 5 USDT probes attached: " + agent.log_text())
         w = subprocess.Popen([program], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         w.stdout.readline()
@@ -69,15 +69,15 @@ def main():
         for labels, t in accounts:
             alloc = '%(allocator)s gpu=%(gpu)s' % labels
             q = dict(pid=pid, **labels)
-            ok &= expect(alloc + ' gpu_memory_allocator_block_allocations_total', total(s, 'gpu_memory_allocator_block_allocations_total', **q), t['mallocs'])
-            ok &= expect(alloc + ' gpu_memory_allocator_block_frees_total', total(s, 'gpu_memory_allocator_block_frees_total', **q), t['frees'])
-            ok &= expect(alloc + ' gpu_memory_allocator_allocated_bytes', total(s, 'gpu_memory_allocator_allocated_bytes', **q), t['allocated'])
+            ok &= expect(alloc + ' gpu_memory_allocator_block_allocations_total', total(s, 'gpu_memory_allocator_block_allocations_total', require=True, **q), t['mallocs'])
+            ok &= expect(alloc + ' gpu_memory_allocator_block_frees_total', total(s, 'gpu_memory_allocator_block_frees_total', require=True, **q), t['frees'])
+            ok &= expect(alloc + ' gpu_memory_allocator_allocated_bytes', total(s, 'gpu_memory_allocator_allocated_bytes', require=True, **q), t['allocated'])
         v = truth['vigil']
         q = dict(pid=pid, allocator='vigil', gpu='')
-        ok &= expect('vigil gpu_memory_allocator_reserved_bytes', total(s, 'gpu_memory_allocator_reserved_bytes', **q), v['reserved'])
-        ok &= expect('vigil gpu_memory_cached_slack_ratio', total(s, 'gpu_memory_cached_slack_ratio', **q),
+        ok &= expect('vigil gpu_memory_allocator_reserved_bytes', total(s, 'gpu_memory_allocator_reserved_bytes', require=True, **q), v['reserved'])
+        ok &= expect('vigil gpu_memory_cached_slack_ratio', total(s, 'gpu_memory_cached_slack_ratio', require=True, **q),
                      (v['reserved'] - v['allocated']) / v['reserved'])
-        ok &= expect('vigil gpu_memory_external_fragmentation_ratio', total(s, 'gpu_memory_external_fragmentation_ratio', **q),
+        ok &= expect('vigil gpu_memory_external_fragmentation_ratio', total(s, 'gpu_memory_external_fragmentation_ratio', require=True, **q),
                      1 - v['largest_free'] / (v['reserved'] - v['allocated']))
         w.stdin.write('\n')
         w.stdin.flush()

@@ -2,7 +2,8 @@
 # The GPU path's one device run (issue 8): build with CUDA, cross-backend op tests, greedy
 # generation CPU vs CUDA (graphs off and on), prefill/decode benchmarks with graphs on and off,
 # `vigil-worker serve` on the CUDA backend under 1 and 16 streams (graphs on and off, its graph
-# counters checked), and the agent on the real libcuda compared with the worker's own counters.
+# counters checked), and the agent on the real libcuda compared with the worker's own counters
+# and with the CUDA truth workload's record (tests/e2e/agent/cuda_real_driver.sh).
 # Results go to $OUT (at most 8 files). Each step has a timeout; a failed step is recorded and the
 # script goes on, then exits 1 naming every failed step. Budget: under 8 minutes on 16 cores.
 #   OUT=/some/dir tests/gpu/device_check.sh [MODEL.gguf]
@@ -41,7 +42,10 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >>"$summary
 step configure 120 cmake -S "$root" -B "$build" -DVIGIL_CUDA=ON -DVIGIL_BUILD_AGENT=OFF -DCMAKE_BUILD_TYPE=Release
 step build 300 cmake --build "$build" -j 16 --target cuda_backend_ops_test cuda_generate vigil-worker
 step configure_agent 120 cmake -S "$root" -B "$agent_build" -DVIGIL_CUDA=OFF -DVIGIL_BUILD_AGENT=ON -DCMAKE_BUILD_TYPE=Release
-step build_agent 240 cmake --build "$agent_build" -j 16 --target vigil-agent
+step build_agent 240 cmake --build "$agent_build" -j 16 --target vigil-agent cuda_workload
+
+# The agent's CUDA truth test on the real driver: real failures in every family it compares.
+step agent_cuda_real_driver 120 "$root/tests/e2e/agent/cuda_real_driver.sh" "$agent_build"
 
 step ops_test 120 "$build/tests/gpu/cuda_backend_ops_test" --gtest_output="xml:$out/ops_test.xml"
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The CUDA truth test on a GPU machine: the same workload and checks as agent_cuda_driver, with
-# the real libcuda.so.1 (found through ldconfig) in place of the stand-in. Injected failures do
-# not happen on the real driver; the workload records what each call returned, so every
-# comparison still holds. Fails, saying why, where there is no GPU.
+# the real libcuda.so.1 (found through ldconfig) in place of the stand-in. Every failure family
+# the test compares gets failures the real driver returns (1 PiB allocations, an exec update to
+# another topology, a NULL graph, an allocation in a capture); the stand-in's injected ones do not
+# happen here, and the workload records what each call returned, so every comparison still holds.
+# Fails, saying why, where there is no GPU. tests/gpu/device_check.sh runs it.
 #   tests/e2e/agent/cuda_real_driver.sh BUILD_DIR
 set -euo pipefail
 build=${1:?usage: cuda_real_driver.sh BUILD_DIR}

@@ -2,8 +2,9 @@
 """Collective/TCP correlation end to end: two vigil-worker ranks (serve --tp 2) in two network
 namespaces joined by a veth pair, the agent on the host.
 
-Clean run: a request completes with no risk and no timeout counted for either rank; then rank 1
-is stopped (SIGSTOP), rank 0's collective times out with TCP healthy (the stopped peer's kernel
+Clean run: a request completes with no risk and no timeout counted for either rank, and the
+agent's retransmits of the processes in each namespace equal the kernel's RetransSegs there (a clean
+link has tail-loss probes and spurious timeouts too); then rank 1 is stopped (SIGSTOP), rank 0's collective times out with TCP healthy (the stopped peer's kernel
 still acknowledges), and the agent must count that timeout as *uncorrelated*, nothing for rank 1.
 Faulty run: random loss on the link while a long generation runs (the agent's retransmits of the
 processes in each namespace equal the kernel's RetransSegs there), then a blackhole: the risk
@@ -76,14 +77,16 @@ def start_group(nets, worker, model, tmp, name):
 
 
 def complete(r0, max_tokens, background=False):
-    """A greedy completion through curl inside rank 0's namespace (its HTTP port is local there)."""
+    """A greedy completion through curl inside rank 0's namespace (its HTTP port is local there):
+    curl's Popen when in the BACKGROUND, else its pid and output once it is done."""
     body = '{"prompt": "Once upon a time", "max_tokens": %d, "temperature": 0, "ignore_eos": true, "stream": true}' \
         % max_tokens
     cmd = ['ip', 'netns', 'exec', r0.ns, 'curl', '-sN', '-m', '120', 'http://127.0.0.1:%d/v1/completions' % r0.port,
            '-H', 'Content-Type: application/json', '-d', body]
     if background:
         return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return sh(*cmd, check=False).stdout
+    curl = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return curl.pid, curl.communicate()[0]
 
 
 def link_loss(nets, percent):
@@ -128,15 +131,31 @@ def settled_scrape(agent, namespaces, limit_s=20):
         time.sleep(0.3)
 
 
+def compare_retransmits(phase, s, kernel, kernel0, ranks):
+    """The agent's retransmits in scrape S of each rank and the other processes in its namespace
+    (RANKS: (rank, [pid])) against the kernel's RetransSegs there (KERNEL, since KERNEL0). Rank 0's
+    namespace also holds the curl client (loopback to rank 0's HTTP port): its sockets are the
+    kernel's too, so they count on both sides. A process without retransmits has no series."""
+    for r, others in ranks:
+        seen = {pid: total(s, 'tcp_retransmits_total', pid=pid) for pid in [r.pid] + others}
+        got = kernel[r.ns] - kernel0[r.pid]
+        print('%s: namespace of rank pid %d: agent %s retransmits, kernel RetransSegs %d' % (phase, r.pid, seen, got))
+        if sum(seen.values()) != got:
+            print('   unattributed (no owner known): %d' % total(s, 'tcp_retransmits_total', pid=0))
+            fail("%s: the agent's retransmits differ from the kernel's" % phase)
+        print('   by peer: %s' % [(l.get('peer'), v) for n, l, v in s
+                                   if n == 'tcp_retransmits_total' and int(l.get('pid', -1)) in seen])
+
+
 def clean_run(agent, nets, worker, model, tmp):
     r0, r1 = start_group(nets, worker, model, tmp, 'clean')
     try:
         kernel0 = {r.pid: retrans_segs(r.ns) for r in (r0, r1)}
-        out = complete(r0, 16)
+        curl, out = complete(r0, 16)
         if out.count('"text"') < 16 or '[DONE]' not in out:
             fail('clean request did not complete: ' + out[-300:])
-        time.sleep(0.5)
-        s = agent.scrape()
+        s, kernel = settled_scrape(agent, (r0.ns, r1.ns))
+        compare_retransmits('clean', s, kernel, kernel0, ((r0, [curl]), (r1, [])))
         for r in (r0, r1):
             risk = select_one(s, 'nccl_tcp_timeout_risk_ratio', r.pid)
             print('clean: pid %d risk %s, retransmits %d, correlated %d, uncorrelated %d' % (
@@ -148,9 +167,6 @@ def clean_run(agent, nets, worker, model, tmp):
             print('   latest retransmit: rto %s s, backoff %s, consecutive %s, stall %s s' % tuple(
                 select_one(s, n, r.pid) for n in ('tcp_rto_seconds', 'tcp_backoff', 'tcp_consecutive_retransmits',
                                                   'tcp_stall_seconds')))
-            print('   peers: %s; kernel RetransSegs in its namespace %d' % (
-                [(l.get('peer'), v) for n, l, v in s if n == 'tcp_retransmits_total' and l.get('pid') == str(r.pid)],
-                retrans_segs(r.ns) - kernel0[r.pid]))
             if risk != 0:
                 fail('risk on a clean link')
             if declared_total(s, 'nccl_tcp_correlated_timeouts_total', pid=r.pid) + \
@@ -201,16 +217,9 @@ def faulty_run(agent, nets, worker, model, tmp):
         time.sleep(6)
         link_loss(nets, 0)
         s, kernel = settled_scrape(agent, (r0.ns, r1.ns))
-        # Rank 0's namespace also holds the curl client (loopback to rank 0's HTTP port): its
-        # sockets are the kernel's too, so they count on both sides.
-        for r, others in ((r0, [client.pid]), (r1, [])):
-            seen = {pid: total(s, 'tcp_retransmits_total', pid=pid) for pid in [r.pid] + others}
-            got = kernel[r.ns] - kernel0[r.pid]
-            print('loss %d%%: namespace of rank pid %d: agent %s retransmits, kernel RetransSegs %d' % (
-                LOSS_PERCENT, r.pid, seen, got))
-            if got == 0 or sum(seen.values()) != got:
-                print('   unattributed (no owner known): %d' % total(s, 'tcp_retransmits_total', pid=0))
-                fail("the agent's retransmits differ from the kernel's")
+        compare_retransmits('loss %d%%' % LOSS_PERCENT, s, kernel, kernel0, ((r0, [client.pid]), (r1, [])))
+        if any(kernel[r.ns] == kernel0[r.pid] for r in (r0, r1)):
+            fail('no retransmit in a namespace under %d%% loss: the loss rule did not work' % LOSS_PERCENT)
         if r0.proc.poll() is not None:
             fail('rank 0 died under %d%% loss: %s' % (LOSS_PERCENT, ''.join(r0.log)[-500:]))
         link_loss(nets, 100)

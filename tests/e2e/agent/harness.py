@@ -82,6 +82,8 @@ def absent(samples, name, labels, what='with a series'):
     have = [l for n, l, _ in samples if n == name]
     if have:
         return "no series %s in the scrape; %s has %d, e.g. %s" % (want, name, len(have), have[:3])
+    if name in getattr(samples, 'families', ()):
+        return "no series %s in the scrape: the family is declared but has none" % want
     names = set(getattr(samples, 'families', ())) | {n for n, _, _ in samples}
     close = difflib.get_close_matches(name, sorted(names), n=5, cutoff=0.7)
     return "no family %s %s in the scrape (absent is not 0); close names in it: %s" % (

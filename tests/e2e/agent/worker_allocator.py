@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.request
 
-from harness import Agent, fail, listen_port, parse_metrics, require_root, total
+from harness import Agent, fail, listen_port, parse_metrics, require_root, select, total
 
 
 def http(port, path, body=None):
@@ -39,7 +39,7 @@ def main():
     # The worker binary is attached before it starts, so every probe it fires is seen.
     config = 'probes: {tcp: false, cuda: false, nccl: false}\nlibraries: {discover: false, usdt: [%s]}\n' % worker_bin
     with Agent(agent_bin, config) as agent:
-        if total(agent.scrape(), 'vigil_agent_probes_attached', set='usdt') < 3:
+        if total(agent.scrape(), 'vigil_agent_probes_attached', require=True, set='usdt') < 3:
             fail("vigil:alloc_* probes not attached in %s: %s" % (worker_bin, agent.log_text()))
         port = listen_port()
         worker = subprocess.Popen([worker_bin, 'serve', '-m', model, '--host', '127.0.0.1', '--port', str(port)],
@@ -64,22 +64,33 @@ def main():
             w = parse_metrics(http(port, '/metrics'))
             s = agent.scrape()
             q = dict(pid=worker.pid, allocator='vigil')
-            if total(s, 'gpu_memory_allocator_block_allocations_total', **q) == 0:
+            if total(s, 'gpu_memory_allocator_block_allocations_total', require=True, **q) == 0:
                 fail("the agent saw no block allocation of the worker (pid %d)" % worker.pid)
             ok = True
-            ok &= expect('reserved bytes', total(s, 'gpu_memory_allocator_reserved_bytes', **q),
-                         total(w, 'vigil_worker_allocator_reserved_bytes'))
-            ok &= expect('allocated bytes', total(s, 'gpu_memory_allocator_allocated_bytes', **q),
-                         total(w, 'vigil_worker_allocator_allocated_bytes'))
-            ok &= expect('external fragmentation ratio', total(s, 'gpu_memory_external_fragmentation_ratio', **q),
-                         total(w, 'vigil_worker_allocator_fragmentation_ratio'))
-            handed = total(s, 'gpu_memory_allocator_block_allocations_total', **q)
-            back = total(s, 'gpu_memory_allocator_block_frees_total', **q)
+            ok &= expect('reserved bytes', total(s, 'gpu_memory_allocator_reserved_bytes', require=True, **q),
+                         total(w, 'vigil_worker_allocator_reserved_bytes', require=True))
+            ok &= expect('allocated bytes', total(s, 'gpu_memory_allocator_allocated_bytes', require=True, **q),
+                         total(w, 'vigil_worker_allocator_allocated_bytes', require=True))
+            # The ratio is defined only with free bytes inside reserved memory; without, the agent
+            # exports none and the worker 0, and a comparison of the two would be 0 = 0.
+            free = total(w, 'vigil_worker_allocator_reserved_bytes', require=True) - \
+                total(w, 'vigil_worker_allocator_allocated_bytes', require=True)
+            if free > 0:
+                ok &= expect('external fragmentation ratio',
+                             total(s, 'gpu_memory_external_fragmentation_ratio', require=True, **q),
+                             total(w, 'vigil_worker_allocator_fragmentation_ratio', require=True))
+            elif select(s, 'gpu_memory_external_fragmentation_ratio', **q):
+                fail("an external fragmentation ratio with no free bytes inside reserved memory")
+            else:
+                print("external fragmentation ratio: not compared, the worker holds no free bytes "
+                      "inside its reserved memory (the agent exports none)")
+            handed = total(s, 'gpu_memory_allocator_block_allocations_total', require=True, **q)
+            back = total(s, 'gpu_memory_allocator_block_frees_total', require=True, **q)
             print("blocks: %d handed out, %d given back (agent)" % (handed, back))
             ok &= expect('live blocks (agent: allocations - frees)', handed - back,
-                         total(w, 'vigil_worker_allocator_blocks'))
-            ok &= expect('live block bytes (agent pairing)', total(s, 'gpu_memory_allocator_paired_bytes', **q),
-                         total(w, 'vigil_worker_allocator_allocated_bytes'))
+                         total(w, 'vigil_worker_allocator_blocks', require=True))
+            ok &= expect('live block bytes (agent pairing)', total(s, 'gpu_memory_allocator_paired_bytes', require=True, **q),
+                         total(w, 'vigil_worker_allocator_allocated_bytes', require=True))
             if not ok:
                 fail("the agent's allocator numbers differ from the worker's own")
         finally:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from harness import Agent, fail, require_root, select, sh, total
+from harness import Agent, declared_total, fail, require_root, select, sh, total
 from tcp_retransmits import B_ADDR, Namespaces, kernel_socket
 
 TIMEOUT_S = 10
@@ -53,8 +53,9 @@ def main():
             before = agent.scrape()
             if total(before, 'nccl_calls_total', pid=pid, function='ncclGetUniqueId', result='ncclSuccess') != 1:
                 fail("the agent did not see the process's ncclGetUniqueId: " + line)
-            risk0 = total(before, 'nccl_tcp_timeout_risk_ratio', pid=pid)
-            if total(before, 'tcp_retransmits_total', pid=pid) != 0:
+            risk0 = total(before, 'nccl_tcp_timeout_risk_ratio', require=True, pid=pid)
+            # A connection's retransmit series starts at its first retransmit: none yet is right.
+            if declared_total(before, 'tcp_retransmits_total', pid=pid) != 0:
                 fail("retransmits before the blackhole (a lossy link): the stall's start would be ambiguous")
             rto_before = kernel_socket(nets.a, STREAM)[0]
             pairs = kernel_pairs(nets.a)
@@ -74,10 +75,10 @@ def main():
                 s = agent.scrape()
                 elapsed = time.time() - blackhole
                 k_rto, k_lastack, k_backoff = kernel_socket(nets.a, STREAM)
-                stall = total(s, 'tcp_stall_seconds', pid=pid)
-                rto = total(s, 'tcp_rto_seconds', pid=pid)
-                backoff = total(s, 'tcp_backoff', pid=pid)
-                risk = total(s, 'nccl_tcp_timeout_risk_ratio', pid=pid)
+                stall = total(s, 'tcp_stall_seconds', require=True, pid=pid)
+                rto = total(s, 'tcp_rto_seconds', require=True, pid=pid)
+                backoff = total(s, 'tcp_backoff', require=True, pid=pid)
+                risk = total(s, 'nccl_tcp_timeout_risk_ratio', require=True, pid=pid)
                 want = (stall + min(2 * rto, 120)) / TIMEOUT_S
                 kernel_risk = (k_lastack - rto_before + min(k_rto, 120)) / TIMEOUT_S
                 print("%.1f s after the blackhole: tcp_stall_seconds %.3f, tcp_rto_seconds %.3f, tcp_backoff %d, "

@@ -172,8 +172,10 @@ def tcp_phase(stack, agent, bulk, rules, base):
         try:
             pid = int(client.stdout.readline().split('pid=')[1].split()[0])
             ident = wait_until('risk gauge for the NCCL process', lambda: process_labels(agent, 'nccl_tcp_timeout_risk_ratio', pid), 20)
-            risk = stack.query('nccl_tcp_timeout_risk_ratio{pid="%d"}' % pid)
-            if risk and float(risk[0]['value'][1]) != 0:
+            # The gauge in Prometheus, not only in the agent: a query that finds nothing is not a 0.
+            risk = wait_until('risk gauge for the NCCL process in Prometheus',
+                              lambda: stack.query('nccl_tcp_timeout_risk_ratio{pid="%d"}' % pid), 10)
+            if len(risk) != 1 or float(risk[0]['value'][1]) != 0:
                 fail("risk before the blackhole: %s" % risk)
             nets.nft(nets.b, 100)
             start = time.time()

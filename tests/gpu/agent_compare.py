@@ -10,7 +10,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'e2e', 'agent'))
-from harness import Agent, fail, mapped_path, require_root, total, wait_attached  # noqa: E402
+from harness import Agent, declared_total, fail, mapped_path, require_root, total, wait_attached  # noqa: E402
 
 RUNS = [('graphs_on', ['--graphs', 'on']), ('graphs_off', ['--graphs', 'off']), ('vmm', ['--graphs', 'on', '--vmm'])]
 
@@ -37,10 +37,12 @@ def run_one(agent, bench, model, args):
     time.sleep(1.0)  # two agent poll intervals
     s = agent.scrape()
     agent_side = {
-        'allocations': total(s, 'gpu_memory_allocations_total', pid=w.pid),
-        'graph_launches': total(s, 'cuda_graph_launches_total', pid=w.pid),
-        'graph_launch_failures': total(s, 'cuda_graph_launch_failures_total', pid=w.pid),
-        'capture_allocations': total(s, 'cuda_stream_capture_allocations_total', pid=w.pid),
+        # Per-process series exist from the process's first call; the launch failures only from the
+        # first failure (its launches carry the pid), so that family need only be declared.
+        'allocations': total(s, 'gpu_memory_allocations_total', require=True, pid=w.pid),
+        'graph_launches': total(s, 'cuda_graph_launches_total', require=True, pid=w.pid),
+        'graph_launch_failures': declared_total(s, 'cuda_graph_launch_failures_total', pid=w.pid),
+        'capture_allocations': total(s, 'cuda_stream_capture_allocations_total', require=True, pid=w.pid),
     }
     w.stdin.write('\n')
     w.stdin.flush()

@@ -37,6 +37,10 @@ backfilled with each engine's own tools, from the same simulated nodes, steps on
    $__rate_interval (max(4 x interval, step + interval)); each expression once per engine and
    range, VictoriaMetrics with -search.disableCache. Both engines' query guards are raised
    (samples per query, duration): the times are the engines', not refusals.
+Counted by what each engine returns through its query API (count_over_time over the whole history,
+summed; the series found there, counted), not by what it says it ingested: after the import every
+sample and series written, after the rules every record sample the backfill wrote (promtool's
+blocks, vmalert's "Imported" count), after the merge all of them; any difference fails the run.
 usage: history.py [--nodes 40] [--gpus 8] [--hours 24] [--interval 15] [--table-out FILE]"""
 import argparse
 import contextlib
@@ -222,12 +226,32 @@ def import_history(eng, writer, t0, t_end, interval):
             k + 1, len(windows), writer.samples - before, took['generation'], took['prometheus'], took['victoria-metrics'],
             (time.time() - started) * (len(windows) - k - 1) / (k + 1)), flush=True)
     eng.vm('/internal/force_flush')
-    stored = {'prometheus': sum(m['stats']['numSamples'] for m, _, _ in blocks(eng.path('prom'))),
-              'victoria-metrics': pick(eng.scrape('victoria-metrics'), 'vm_rows_inserted_total', 'prometheus')}
-    for e, got in stored.items():
-        if got != writer.samples:
-            fail("%s holds %d of the %d samples generated" % (e, got, writer.samples))
     return took
+
+
+def count_back(eng, engine, names, t0, t_end):
+    """(samples, series) of the metrics NAMES that ENGINE returns through its query API over the
+    history: count_over_time of each name at the history's end, over a window reaching past its
+    start (nothing is older), summed, and the series it returns, counted. What can be read, not
+    what the engine says it ingested. One name a query: count_over_time drops the name, and series
+    of two names would collide."""
+    window = '%ds' % (t_end - t0 + eng.interval)
+    samples = series = 0
+    for name in sorted(names):
+        res = eng.instant(engine, 'count_over_time(%s[%s])' % (name, window), t_end)
+        samples += sum(int(float(r['value'][1])) for r in res)
+        series += len(res)
+    return samples, series
+
+
+def query_back(eng, names, t0, t_end, samples, series):
+    """Fails unless each engine returns every sample and every series written."""
+    for e in ENGINES:
+        got = count_back(eng, e, names, t0, t_end)
+        print("  %s returns %d samples of %d series" % (e, got[0], got[1]), flush=True)
+        if got != (samples, series):
+            fail("%s returns %d samples of %d series over the history; %d samples of %d series were written" % (
+                e, got[0], got[1], samples, series))
 
 
 def levels(groups, alerts):
@@ -367,12 +391,26 @@ def main():
     with Engines(hours // 24 + 31, i) as eng:
         took = import_history(eng, writer, t0, t_end, i)
         samples, series = writer.samples, sum(len(s) for s in writer.series)
-        print("imported: %d samples of %d series in both engines; rule backfill:" % (samples, series), flush=True)
+        raw_names = {k.split(b'{')[0].decode() for s in writer.series for k in s}
         eng.start_prometheus(backfill=True)
+        query_back(eng, raw_names, t0, t_end, samples, series)
+        print("imported: %d samples of %d series, all queried back from both engines; rule backfill:" % (samples, series), flush=True)
         render_rules(eng.path('rules.yaml'), rule_overrides(i))
-        rules = backfill_rules(eng, yaml.safe_load(open(eng.path('rules.yaml')))['groups'], t0, t_end, i)
+        groups = yaml.safe_load(open(eng.path('rules.yaml')))['groups']
+        rules = backfill_rules(eng, groups, t0, t_end, i)
+        # Every record sample the backfill wrote reads back (and vmalert's ALERTS and ALERTS_FOR_STATE).
+        record_names = {r['record'] for g in groups for r in g['rules'] if 'record' in r} | {'ALERTS', 'ALERTS_FOR_STATE'}
+        for e in ENGINES:
+            got = count_back(eng, e, record_names, t0, t_end)[0]
+            if got != rules[e][1]:
+                fail("%s returns %d record samples over the history; its backfill wrote %d" % (e, got, rules[e][1]))
         print("merging: VictoriaMetrics force_merge, Prometheus compaction (its first cycle a minute after its start)", flush=True)
         compaction, force_merge = merge(eng)
+        for e in ENGINES:  # and nothing lost in the merge
+            got = count_back(eng, e, raw_names | record_names, t0, t_end)[0]
+            if got != samples + rules[e][1]:
+                fail("%s returns %d samples after merging; %d raw and %d record samples were written" % (
+                    e, got, samples, rules[e][1]))
         vmm, pb = eng.scrape('victoria-metrics'), blocks(eng.path('prom'))
         size = {'prometheus': [sum(x) for x in zip(*[(m['stats']['numSamples'], c, ix) for m, c, ix in pb])],
                 'victoria-metrics': [pick(vmm, 'vm_rows', 'storage/'), pick(vmm, 'vm_data_size_bytes', 'storage/'),
@@ -393,7 +431,7 @@ def main():
         '| import (promtool create-blocks-from openmetrics; POST /api/v1/import/prometheus) | %s |' % both(lambda e: per_s(took[e])),
         '| rule backfill, levels one after another (promtool: recording rules only; vmalert -replay: alerting too) | %s |' % both(
             lambda e: '%.0f s' % rules[e][0]),
-        '| record samples written; record series at the end; alert names that fired (ALERTS) | %s |' % both(
+        '| record samples written (all queried back); record series at the end; alert names that fired (ALERTS) | %s |' % both(
             lambda e: '%d; %d; %d' % (rules[e][1], records[e], fired[e])),
         '| merge: Prometheus compaction (sum of durations), VictoriaMetrics force_merge | %.0f s; blocks after: %s | %.0f s; parts after: %d small, %d big |' % (
             compaction, ', '.join('%.1f h' % ((m['maxTime'] - m['minTime']) / 3.6e6) for m, _, _ in pb), force_merge,

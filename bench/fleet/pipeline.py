@@ -145,9 +145,13 @@ class Pipeline:
         """Seconds since the simulator started: the clock of the fault schedule."""
         return time.time() - self.t0
 
-    def query(self, name, expr):
+    def query(self, name, expr, at=None):
+        """An instant query, now or AT seconds of the simulation clock (self.now())."""
+        params = {'query': expr}
+        if at is not None:
+            params['time'] = '%.3f' % (self.t0 + at)
         try:
-            body = json.loads(http_get(self.url(name, '/api/v1/query?' + urllib.parse.urlencode({'query': expr})), timeout=60))
+            body = json.loads(http_get(self.url(name, '/api/v1/query?' + urllib.parse.urlencode(params)), timeout=60))
         except urllib.error.HTTPError as e:
             fail("%s query %s: HTTP %d: %s" % (name, expr, e.code, e.read().decode(errors='replace')[:500]))
         if body['status'] != 'success':

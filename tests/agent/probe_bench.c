@@ -49,8 +49,10 @@ int main(int argc, char **argv)
 		n = atol(argv[2]);
 		start = now();
 		for (long i = 0; i < n; i++) {
+			/* PyTorch's layout (devPtr, device, size, stream): a loop index as the device made a
+			 * new allocator entry per call, filling the agent's table. */
 			if (pytorch_malloc_semaphore)
-				STAP_PROBE2(pytorch, malloc, (uint64_t)(uintptr_t)block, (uint64_t)i);
+				STAP_PROBE4(pytorch, malloc, (uint64_t)(uintptr_t)block, 0, (uint64_t)4096, (int64_t)0);
 			if (pytorch_free_semaphore)
 				STAP_PROBE1(pytorch, free, (uint64_t)(uintptr_t)block);
 			__asm__ volatile("" ::: "memory");

@@ -28,9 +28,13 @@ std::vector<prometheus::MetricFamily> SelfCollector::Collect() const {
                             "Probe hits handled in the kernel, by probe set.", MetricType::Counter);
   auto drops = make_family("vigil_agent_ringbuf_drops_total",
                            "Events lost because the ring buffer was full, by probe set.", MetricType::Counter);
+  auto recursion = make_family("vigil_agent_recursion_misses_total",
+                               "Probe hits the kernel skipped (the program already running on that CPU), by probe set.",
+                               MetricType::Counter);
   for (const auto& [set, k] : s.kernel) {
     add_sample(events, {{"set", set}}, static_cast<double>(k.events));
     add_sample(drops, {{"set", set}}, static_cast<double>(k.ringbuf_drops));
+    add_sample(recursion, {{"set", set}}, static_cast<double>(k.recursion_misses));
   }
   auto rb = make_family("vigil_agent_ringbuf_events_total",
                         "Events read from ring buffers by the agent, by probe set.", MetricType::Counter);
@@ -48,7 +52,7 @@ std::vector<prometheus::MetricFamily> SelfCollector::Collect() const {
                             MetricType::Gauge);
   for (const auto& [key, n] : s.table_entries)
     add_sample(tables, {{"set", key.first}, {"table", key.second}}, static_cast<double>(n));
-  return {info, enabled, attached, failures, events, drops, rb, scrape, scrapes, tables};
+  return {info, enabled, attached, failures, events, drops, recursion, rb, scrape, scrapes, tables};
 }
 
 }  // namespace vigil::agent

@@ -35,6 +35,19 @@ KernelCounters read_probe_stats(const bpf_map* stats_map) {
   return out;
 }
 
+uint64_t read_recursion_misses(const bpf_object* obj) {
+  uint64_t sum = 0;
+  bpf_program* prog = nullptr;
+  bpf_object__for_each_program(prog, obj) {
+    int fd = bpf_program__fd(prog);
+    if (fd < 0) continue;  // not loaded (autoload off)
+    bpf_prog_info info{};
+    __u32 len = sizeof info;
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0) sum += info.recursion_misses;
+  }
+  return sum;
+}
+
 uint64_t count_map_entries(const bpf_map* map) {
   std::vector<char> key(bpf_map__key_size(map)), next(key.size());
   const void* prev = nullptr;

@@ -41,6 +41,11 @@ std::string bpf_string(const char (&s)[N]) {
 // Sums the per-CPU self-counters map (probe_stats) of a BPF object.
 KernelCounters read_probe_stats(const bpf_map* stats_map);
 
+// Sum of the kernel's recursion_misses over the object's loaded programs: runs it skipped because
+// the same program was already running on that CPU (e.g. a tp_btf program in process context
+// interrupted by a softirq that hits its tracepoint), events the maps never saw.
+uint64_t read_recursion_misses(const bpf_object* obj);
+
 // True when the kernel's BTF declares the raw tracepoint NAME (the typedef tp_btf needs).
 bool kernel_has_btf_tracepoint(const std::string& btf_path, const std::string& name);
 

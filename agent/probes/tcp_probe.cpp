@@ -55,7 +55,11 @@ TcpProbe::TcpProbe(const std::string& btf_path, AgentStats& stats) : stats_(stat
     links_.push_back(std::move(link));
   }
   stats_.add_attached("tcp", static_cast<int>(links_.size()));
-  stats_.add_kernel_source("tcp", [this] { return read_probe_stats(skel_->maps.probe_stats); });
+  stats_.add_kernel_source("tcp", [this] {
+    KernelCounters k = read_probe_stats(skel_->maps.probe_stats);
+    k.recursion_misses = read_recursion_misses(skel_->obj);
+    return k;
+  });
   register_tables(stats_, "tcp", tables());
 }
 

@@ -14,6 +14,7 @@ namespace vigil::agent {
 struct KernelCounters {
   uint64_t events = 0;         // probe hits handled
   uint64_t ringbuf_drops = 0;  // ring buffer reservations that failed (events lost)
+  uint64_t recursion_misses = 0;  // runs the kernel skipped: the program was already running on that CPU
 };
 
 class AgentStats {

@@ -34,6 +34,16 @@ def agent_pairs(samples, name, pid):
     return {(l['local_address'], l['peer']): v for l, v in select(samples, name, pid=pid)}
 
 
+def lost_where(s):
+    """Where a retransmit the agent did not record for the pid went: skipped by the kernel (the program
+    already running on that CPU) or recorded with no owner (pid 0; sockets of earlier runs left in
+    LAST_ACK retransmit there too)."""
+    return ("recursion misses (tcp set) %d, unowned: retransmits to %s %d, rto %.3f s, backoff %d"
+            % (total(s, 'vigil_agent_recursion_misses_total', require=True, set='tcp'), B_ADDR,
+               total(s, 'tcp_retransmits_total', pid=0, peer=B_ADDR), total(s, 'tcp_rto_seconds', pid=0),
+               total(s, 'tcp_backoff', pid=0)))
+
+
 def main():
     require_root()
     agent_bin, stall_bin, bulk = sys.argv[1:4]
@@ -92,7 +102,7 @@ def main():
                 # ack, measured) or else the first timeout, one RTO after it.
                 if not (first[1] - rto_before - JIFFY_S <= stall <= k_lastack + JIFFY_S):
                     fail("stall %.3f s is not within the kernel's lastack %.3f..%.3f s less at most the RTO "
-                         "before the blackhole %.3f s" % (stall, first[1], k_lastack, rto_before))
+                         "before the blackhole %.3f s; %s" % (stall, first[1], k_lastack, rto_before, lost_where(s)))
                 if abs(risk - want) > 1e-3:
                     fail("risk ratio %.4f differs from (stall + next wait) / timeout = %.4f" % (risk, want))
                 # The two reads are a few ms apart; the first timeout's exact moment is within one

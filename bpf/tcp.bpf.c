@@ -316,8 +316,50 @@ int BPF_PROG(receive_reset, const struct sock *sk)
 	return 0;
 }
 
-/* connect() and listen() move the socket in the owner's own context; a closed socket is forgotten
- * (its connection's entry stays: see conns). */
+/* Segments that a closing socket's retransmit events left uncounted (read with bpftool when a
+ * count falls short of the kernel's). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} retrans_settled SEC(".maps");
+
+/* tp->total_retrans is final at close: what grew past the last count of the socket (its owner's or
+ * its unowned record) is a retransmit the kernel counted and no event of ours did, and without
+ * this it would be lost with the socket: the next retransmit that would have carried it never
+ * comes. A socket we never saw retransmit has nothing to settle. */
+static __always_inline void settle_at_close(const struct sock *sk)
+{
+	__u32 now = BPF_CORE_READ((const struct tcp_sock *)sk, total_retrans), delta = 0, idx = 0;
+	__u64 key = (__u64)sk, *settled;
+	struct tcp_owner *owner;
+	struct tcp_peer_val *v;
+	__u32 *last;
+
+	owner = bpf_map_lookup_elem(&owners, &key);
+	if (owner) {
+		delta = now - owner->total_retrans;
+		owner->total_retrans = now;
+	} else if ((last = bpf_map_lookup_elem(&unowned_retrans, &key))) {
+		delta = now - *last;
+	}
+	/* The record outlives the socket otherwise, and a new socket at the same address would
+	 * take its count as its own baseline. */
+	bpf_map_delete_elem(&unowned_retrans, &key);
+	if (!delta || delta > (1u << 30))
+		return;
+	v = peer_of(sk, &owner); /* only now: a peer entry for every closing socket would fill peers */
+	if (!v)
+		return;
+	__sync_fetch_and_add(&v->retrans_segs, delta);
+	settled = bpf_map_lookup_elem(&retrans_settled, &idx);
+	if (settled)
+		*settled += delta; /* vigil: per-cpu map retrans_settled */
+}
+
+/* connect() and listen() move the socket in the owner's own context; a closed socket is settled
+ * and forgotten (its connection's entry stays: see conns). */
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(set_state, const struct sock *sk, int oldstate, int newstate)
 {
@@ -329,8 +371,10 @@ int BPF_PROG(set_state, const struct sock *sk, int oldstate, int newstate)
 		remember_owner(sk);
 	else if (newstate == TCP_ESTABLISHED)
 		conn_established(sk);
-	else if (newstate == TCP_CLOSE)
+	else if (newstate == TCP_CLOSE) {
+		settle_at_close(sk);
 		bpf_map_delete_elem(&owners, &key);
+	}
 	return 0;
 }
 

@@ -98,6 +98,16 @@ def by_owner(samples, name, peer, cid):
     return mine, unattributed, others
 
 
+def retrans_settled():
+    """Retransmit segments the agent's TCP set counted only when their socket closed (no event of
+    its own counted them: bpf/tcp.bpf.c settle_at_close), summed over CPUs; None if unreadable."""
+    out = subprocess.run(['bpftool', '-j', 'map', 'dump', 'name', 'retrans_settled'],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        return None
+    return sum(c['value'] for e in json.loads(out.stdout) for c in e['formatted']['values'])
+
+
 def running(name):
     out = podman('inspect', '--format', '{{.State.Running}}', name, check=False)
     return out.returncode == 0 and out.stdout.strip() == 'true'
@@ -370,6 +380,19 @@ def main():
         sh(*client, get, base + '/metrics', '300')
         scene.loss(0)
         time.sleep(2.0)
+        # A retransmit whose event the BPF program never ran for (seen about once in 200, with no
+        # recursion miss counted: docs/probes-agent.md) is settled when its socket closes; read
+        # once the worker's connections to the client have closed (TIME-WAIT has passed CLOSE).
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            open_ends = subprocess.run(['ip', 'netns', 'exec', scene.ns_w, 'ss', '-Htn', 'state', 'all',
+                                        'exclude', 'time-wait', 'exclude', 'listening', 'dst', C_ADDR],
+                                       capture_output=True, text=True).stdout.strip()
+            if not open_ends:
+                break
+            time.sleep(0.5)
+        else:
+            print('connections to the client still open after 30 s:\n' + open_ends)
         kernel = retrans_segs(scene.ns_w) - before
         syn_kernel = syn_retrans(scene.ns_w) - syn_before
         wm = parse_metrics(subprocess.run(client + ['import sys, urllib.request; print(urllib.request.urlopen('
@@ -386,6 +409,7 @@ def main():
         # 5 % may be unattributed, or losing the attribution altogether would pass.
         print('worker container %s (host pid %d), in its namespace: kernel RetransSegs %d, TCPSynRetrans %d'
               % (cid[:12], wpid, kernel, syn_kernel))
+        print('of them settled at close (no retransmit event of the agent counted them): %s' % retrans_settled())
         if kernel < 10:
             fail('only %d retransmits with %d%% loss: the loss rule did not work' % (kernel, LOSS_PERCENT))
         for name, truth in (('tcp_retransmits_total', kernel), ('tcp_synack_retransmits_total', syn_kernel)):

@@ -24,12 +24,14 @@
 
 #include <prometheus/text_serializer.h>
 
+#include "collectors/process_collector.h"
 #include "collectors/self_collector.h"
 #include "discovery/library_watch.h"
 #include "discovery/process_table.h"
 #include "export/http_server.h"
 #include "probes/bpf_util.h"
 #include "probes/ring_reader.h"
+#include "probes/run_time_stats.h"
 #include "sets/probe_set.h"
 #include "sets/registry.h"
 #include "stats/agent_stats.h"
@@ -42,10 +44,15 @@ class Agent {
  public:
   explicit Agent(const Config& cfg)
       : cfg_(cfg),
+        run_time_stats_(cfg.bpf_stats),
         pod_names_(cfg.container_logs),
         processes_("/proc", cfg.grace_period),
         libraries_("/proc", cfg.discovery_interval) {
     processes_.set_pod_names(&pod_names_);
+    if (!run_time_stats_.why_not().empty() && run_time_stats_.why_not() != "disabled_by_config")
+      std::fprintf(stderr, "vigil-agent: BPF run-time statistics off (%s): program run time is not counted\n",
+                   run_time_stats_.why_not().c_str());
+    stats_.set_bpf_stats_enabled(run_time_stats_.counting());
   }
 
   // No ring callback may run once the sets start going away.
@@ -57,6 +64,7 @@ class Agent {
     for (const ProbeSetEntry& entry : probe_set_registry())
       if (!entry.applies || entry.applies(sets_)) load_set(entry, ctx);
     collectors_.push_back({"self", std::make_shared<SelfCollector>(stats_)});
+    collectors_.push_back({"process", std::make_shared<ProcessCollector>()});
     stats_.add_table_source("agent", "process_labels", [this] { return processes_.size(); });
     stats_.add_table_source("agent", "exec_scans", [this] { return libraries_.pending_exec_scans(); });
     rings_->start();
@@ -76,10 +84,15 @@ class Agent {
     return {404, "text/plain; charset=utf-8", "not found; try /metrics, /healthz, /readyz\n"};
   }
 
-  void housekeeping() {
+  // `lag`: how late this tick starts against its schedule.
+  void housekeeping(std::chrono::duration<double> lag) {
+    auto start = std::chrono::steady_clock::now();
     processes_.sweep();
     if (cfg_.libraries.discover && sets_.any_watches_libraries()) discover();
     for (const auto& set : sets_) set->expire();
+    stats_.set_bpf_stats_enabled(run_time_stats_.counting());
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    stats_.record_housekeeping(lag.count(), took.count());
     ready_ = true;
   }
 
@@ -135,6 +148,7 @@ class Agent {
   }
 
   const Config& cfg_;
+  RunTimeStats run_time_stats_;  // on before any program loads, off after the last unloads
   AgentStats stats_;
   SeriesAccount series_;
   PodNameIndex pod_names_;
@@ -165,8 +179,8 @@ int run_agent(const Config& cfg, const std::atomic<bool>& stop) {
                cfg.listen_host.c_str(), http->port());
   auto next = std::chrono::steady_clock::now();
   while (!stop) {
-    if (std::chrono::steady_clock::now() >= next) {
-      agent.housekeeping();
+    if (auto now = std::chrono::steady_clock::now(); now >= next) {
+      agent.housekeeping(now - next);
       next = std::chrono::steady_clock::now() + cfg.poll_interval;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -11,6 +11,7 @@
 #include "libbpf_log.h"
 #include "preflight.h"
 #include "probes/smoke_probe.h"
+#include "sets/registry.h"
 #include "vigil/version.h"
 
 namespace {
@@ -88,6 +89,7 @@ int main(int argc, char** argv) {
   try {
     if (!config_path.empty()) cfg = vigil::agent::load_config_file(config_path);
     if (!listen.empty()) vigil::agent::apply_listen(cfg, listen, "--listen", 0);
+    vigil::agent::check_disabled_probes(cfg.probes);
   } catch (const vigil::agent::ConfigError& e) {
     print_config_error(e);
     return 2;

@@ -1,5 +1,6 @@
 // Exports the agent's own health: probe sets enabled, probes attached, attach failures by reason,
-// kernel-side events and ring buffer drops, and how long each collector's last scrape took.
+// kernel-side events and ring buffer drops, what each BPF program costs (the kernel's own run-time
+// statistics), how late the housekeeping loop runs, and how long each collector's last scrape took.
 #include "collectors/self_collector.h"
 
 #include "collectors/metric_builder.h"
@@ -31,11 +32,45 @@ std::vector<prometheus::MetricFamily> SelfCollector::Collect() const {
   auto recursion = make_family("vigil_agent_recursion_misses_total",
                                "Probe hits the kernel skipped (the program already running on that CPU), by probe set.",
                                MetricType::Counter);
+  auto run_seconds = make_family("vigil_agent_bpf_program_run_seconds_total",
+                                  "Time the kernel spent running each BPF program, counted while BPF run-time "
+                                  "statistics are on (vigil_agent_bpf_stats_enabled); uprobe and tracepoint time "
+                                  "is spent in the thread that hit the probe.",
+                                  MetricType::Counter);
+  auto runs = make_family("vigil_agent_bpf_program_runs_total",
+                          "Runs of each BPF program, counted while BPF run-time statistics are on.",
+                          MetricType::Counter);
+  auto program_misses = make_family("vigil_agent_bpf_program_recursion_misses_total",
+                                    "Runs of each BPF program the kernel skipped because it was already running "
+                                    "on that CPU: events lost.",
+                                    MetricType::Counter);
   for (const auto& [set, k] : s.kernel) {
     add_sample(events, {{"set", set}}, static_cast<double>(k.events));
     add_sample(drops, {{"set", set}}, static_cast<double>(k.ringbuf_drops));
-    add_sample(recursion, {{"set", set}}, static_cast<double>(k.recursion_misses));
+    uint64_t set_misses = 0;
+    for (const ProgramCost& p : k.programs) {
+      const LabelList labels{{"set", set}, {"program", p.program}};
+      add_sample(run_seconds, labels, static_cast<double>(p.run_time_ns) * 1e-9);
+      add_sample(runs, labels, static_cast<double>(p.runs));
+      add_sample(program_misses, labels, static_cast<double>(p.recursion_misses));
+      set_misses += p.recursion_misses;
+    }
+    add_sample(recursion, {{"set", set}}, static_cast<double>(set_misses));
   }
+  auto stats_on = make_family("vigil_agent_bpf_stats_enabled",
+                              "1 while the kernel counts BPF program run time (bpf_stats in the config).",
+                              MetricType::Gauge);
+  add_sample(stats_on, {}, s.bpf_stats_enabled ? 1 : 0);
+  auto lag = make_family("vigil_agent_housekeeping_lag_seconds",
+                         "How late the last housekeeping tick (process scans, attaching, expiry) started "
+                         "against its schedule.",
+                         MetricType::Gauge);
+  add_sample(lag, {}, s.housekeeping.lag_seconds);
+  auto tick = make_family("vigil_agent_housekeeping_duration_seconds",
+                          "How long the last housekeeping tick ran.", MetricType::Gauge);
+  add_sample(tick, {}, s.housekeeping.duration_seconds);
+  auto ticks = make_family("vigil_agent_housekeeping_ticks_total", "Housekeeping ticks run.", MetricType::Counter);
+  add_sample(ticks, {}, static_cast<double>(s.housekeeping.ticks));
   auto rb = make_family("vigil_agent_ringbuf_events_total",
                         "Events read from ring buffers by the agent, by probe set.", MetricType::Counter);
   for (const auto& [set, n] : s.ringbuf_events) add_sample(rb, {{"set", set}}, static_cast<double>(n));
@@ -52,7 +87,8 @@ std::vector<prometheus::MetricFamily> SelfCollector::Collect() const {
                             MetricType::Gauge);
   for (const auto& [key, n] : s.table_entries)
     add_sample(tables, {{"set", key.first}, {"table", key.second}}, static_cast<double>(n));
-  return {info, enabled, attached, failures, events, drops, recursion, rb, scrape, scrapes, tables};
+  return {info,  enabled,     attached,       failures, events, drops, recursion, run_seconds, runs, program_misses,
+          stats_on, lag, tick, ticks, rb, scrape, scrapes, tables};
 }
 
 }  // namespace vigil::agent

@@ -31,7 +31,28 @@ std::vector<std::string> paths(const std::string& key, const YAML::Node& node) {
   return out;
 }
 
+std::vector<std::string> probe_names(const std::string& key, const YAML::Node& node) {
+  if (!node.IsSequence()) fail(key, node, "expected a list of SET:PROBE names");
+  std::vector<std::string> out;
+  for (const auto& item : node) {
+    std::string name = scalar(key, item);
+    auto colon = name.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == name.size())
+      fail(key, item, "expected SET:PROBE (e.g. tcp:tcp_sendmsg_locked), got '" + name + "'");
+    out.push_back(name);
+  }
+  return out;
+}
+
 }  // namespace
+
+std::set<std::string> ProbeSets::disabled_in(const std::string& set) const {
+  std::set<std::string> out;
+  for (const auto& name : disable)
+    if (name.size() > set.size() && name.compare(0, set.size(), set) == 0 && name[set.size()] == ':')
+      out.insert(name.substr(set.size() + 1));
+  return out;
+}
 
 void apply_listen(Config& cfg, const std::string& value, const std::string& key, int line) {
   auto colon = value.rfind(':');
@@ -66,6 +87,7 @@ Config parse_config(const std::string& yaml_text) {
       {"poll_interval", [&](const std::string& k, const YAML::Node& v) { cfg.poll_interval = duration(k, v); }},
       {"discovery_interval", [&](const std::string& k, const YAML::Node& v) { cfg.discovery_interval = duration(k, v); }},
       {"grace_period", [&](const std::string& k, const YAML::Node& v) { cfg.grace_period = duration(k, v); }},
+      {"bpf_stats", [&](const std::string& k, const YAML::Node& v) { cfg.bpf_stats = boolean(k, v); }},
       {"probes", [&](const std::string& k, const YAML::Node& v) {
          walk(k, v, {
              {"tcp", [&](const std::string& kk, const YAML::Node& vv) { cfg.probes.tcp = boolean(kk, vv); }},
@@ -73,6 +95,7 @@ Config parse_config(const std::string& yaml_text) {
              {"nccl", [&](const std::string& kk, const YAML::Node& vv) { cfg.probes.nccl = boolean(kk, vv); }},
              {"usdt", [&](const std::string& kk, const YAML::Node& vv) { cfg.probes.usdt = boolean(kk, vv); }},
              {"xid", [&](const std::string& kk, const YAML::Node& vv) { cfg.probes.xid = boolean(kk, vv); }},
+             {"disable", [&](const std::string& kk, const YAML::Node& vv) { cfg.probes.disable = probe_names(kk, vv); }},
          });
        }},
       {"libraries", [&](const std::string& k, const YAML::Node& v) {

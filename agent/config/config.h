@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,11 @@ struct ProbeSets {
   bool nccl = true;
   bool usdt = true;
   bool xid = true;  // nvidia:nvidia_dev_xid, when the NVIDIA module defines it
+  // Single probes left out of a loaded set, as "SET:PROBE" (e.g. "tcp:tcp_sendmsg_locked",
+  // "cuda:cuGraphLaunch", "usdt:pytorch:malloc"); the names are checked against the sets'.
+  std::vector<std::string> disable;
+  // The PROBE parts of `disable` for one set.
+  std::set<std::string> disabled_in(const std::string& set) const;
 };
 
 struct LibrarySearch {
@@ -40,6 +46,7 @@ struct Config {
   int tcp_top_peers = 5;                                // peers per process before "other"
   std::chrono::milliseconds collective_timeout{600000}; // PyTorch's NCCL watchdog default
   std::string container_logs = "/var/log/containers";   // the kubelet's links: pod names ("" = off)
+  bool bpf_stats = true;  // keep the kernel's BPF run-time statistics on (per-program cost)
 };
 
 // A bad key or value: names the key and its line (0 when it came from a flag).

@@ -23,7 +23,7 @@ CollectiveProbe::CollectiveProbe(const std::string& btf_path, AgentStats& stats,
   skel_.reset(collective_bpf__open_opts(&opts));
   if (!skel_) throw std::runtime_error("open collective.bpf.o: " + errno_reason(errno));
   if (int err = collective_bpf__load(skel_.get())) throw std::runtime_error("load collective.bpf.o: " + errno_reason(err));
-  stats_.add_kernel_source("collective", [this] { return read_probe_stats(skel_->maps.probe_stats); });
+  stats_.add_kernel_source("collective", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
   register_tables(stats_, "collective", {skel_->maps.procs});
 }
 

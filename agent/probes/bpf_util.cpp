@@ -21,8 +21,17 @@ std::string errno_reason(int err) {
   return unnamed;
 }
 
-KernelCounters read_probe_stats(const bpf_map* stats_map) {
+KernelCounters read_kernel_counters(const bpf_map* stats_map, const bpf_object* obj) {
   KernelCounters out;
+  bpf_program* prog = nullptr;
+  bpf_object__for_each_program(prog, obj) {
+    int fd = bpf_program__fd(prog);
+    if (fd < 0) continue;  // not loaded (autoload off)
+    bpf_prog_info info{};
+    __u32 len = sizeof info;
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0) continue;
+    out.programs.push_back({bpf_program__name(prog), info.run_time_ns, info.run_cnt, info.recursion_misses});
+  }
   int ncpu = libbpf_num_possible_cpus();
   if (ncpu <= 0 || !stats_map) return out;
   std::vector<__u64> values(static_cast<size_t>(ncpu));
@@ -33,19 +42,6 @@ KernelCounters read_probe_stats(const bpf_map* stats_map) {
     (idx == VIGIL_STAT_EVENTS ? out.events : out.ringbuf_drops) = sum;
   }
   return out;
-}
-
-uint64_t read_recursion_misses(const bpf_object* obj) {
-  uint64_t sum = 0;
-  bpf_program* prog = nullptr;
-  bpf_object__for_each_program(prog, obj) {
-    int fd = bpf_program__fd(prog);
-    if (fd < 0) continue;  // not loaded (autoload off)
-    bpf_prog_info info{};
-    __u32 len = sizeof info;
-    if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0) sum += info.recursion_misses;
-  }
-  return sum;
 }
 
 uint64_t count_map_entries(const bpf_map* map) {

@@ -38,13 +38,12 @@ std::string bpf_string(const char (&s)[N]) {
   return std::string(s, strnlen(s, N));
 }
 
-// Sums the per-CPU self-counters map (probe_stats) of a BPF object.
-KernelCounters read_probe_stats(const bpf_map* stats_map);
-
-// Sum of the kernel's recursion_misses over the object's loaded programs: runs it skipped because
-// the same program was already running on that CPU (e.g. a tp_btf program in process context
-// interrupted by a softirq that hits its tracepoint), events the maps never saw.
-uint64_t read_recursion_misses(const bpf_object* obj);
+// A probe set's kernel counters: its per-CPU self-counters map (probe_stats) summed, and the
+// kernel's own figures for each of the object's loaded programs (bpf_prog_info: run time and runs
+// while statistics are on; recursion_misses always: runs skipped because the same program was
+// already running on that CPU, e.g. a tp_btf program in process context interrupted by a softirq
+// that hits its tracepoint, events the maps never saw).
+KernelCounters read_kernel_counters(const bpf_map* stats_map, const bpf_object* obj);
 
 // True when the kernel's BTF declares the raw tracepoint NAME (the typedef tp_btf needs).
 bool kernel_has_btf_tracepoint(const std::string& btf_path, const std::string& name);

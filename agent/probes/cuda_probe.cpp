@@ -5,6 +5,7 @@
 
 #include <linux/types.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -49,19 +50,39 @@ std::vector<UprobeTarget> cuda_targets() {
   };
 }
 
+// A function's name in probes.disable: its per-thread-stream variant is the same probe to a user.
+std::string api_name(const char* symbol) {
+  std::string s = symbol;
+  const std::string ptsz = "_ptsz";
+  if (s.size() > ptsz.size() && s.compare(s.size() - ptsz.size(), ptsz.size(), ptsz) == 0)
+    s.resize(s.size() - ptsz.size());
+  return s;
+}
+
 }  // namespace
+
+std::vector<std::string> CudaProbe::names() {
+  std::vector<std::string> out;
+  for (const auto& t : cuda_targets())
+    if (std::find(out.begin(), out.end(), api_name(t.symbol)) == out.end()) out.push_back(api_name(t.symbol));
+  return out;
+}
 
 void CudaProbe::SkelDeleter::operator()(cuda_bpf* s) const { cuda_bpf__destroy(s); }
 
-CudaProbe::CudaProbe(const std::string& btf_path, AgentStats& stats) : stats_(stats) {
+CudaProbe::CudaProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off)
+    : stats_(stats) {
   LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
   skel_.reset(cuda_bpf__open_opts(&opts));
   if (!skel_) throw std::runtime_error("open cuda.bpf.o: " + errno_reason(errno));
   if (int err = cuda_bpf__load(skel_.get()))
     throw std::runtime_error("load cuda.bpf.o: " + errno_reason(err));
+  std::vector<UprobeTarget> targets;
+  for (const auto& t : cuda_targets())
+    if (!off.count(api_name(t.symbol))) targets.push_back(t);
   uprobes_ = std::make_unique<UprobeSet>("cuda", skel_->progs.cuda_enter, skel_->progs.cuda_exit,
-                                         cuda_targets(), stats_);
-  stats_.add_kernel_source("cuda", [this] { return read_probe_stats(skel_->maps.probe_stats); });
+                                         std::move(targets), stats_);
+  stats_.add_kernel_source("cuda", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
   register_tables(stats_, "cuda", tables());
 }
 

@@ -20,7 +20,10 @@ namespace vigil::agent {
 
 class CudaProbe {
  public:
-  CudaProbe(const std::string& btf_path, AgentStats& stats);  // throws std::runtime_error
+  // `off`: driver functions not to probe (names(); a name covers its _ptsz variant).
+  CudaProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off = {});  // throws std::runtime_error
+  // The driver functions it probes, as probes.disable names them.
+  static std::vector<std::string> names();
   ~CudaProbe();
   CudaProbe(const CudaProbe&) = delete;
   CudaProbe& operator=(const CudaProbe&) = delete;

@@ -37,17 +37,21 @@ std::string nccl_result_name(int result) {
 
 void NcclProbe::SkelDeleter::operator()(nccl_bpf* s) const { nccl_bpf__destroy(s); }
 
-NcclProbe::NcclProbe(const std::string& btf_path, AgentStats& stats) : stats_(stats) {
+std::vector<std::string> NcclProbe::names() { return {std::begin(kFnNames), std::end(kFnNames)}; }
+
+NcclProbe::NcclProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off)
+    : stats_(stats) {
   LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
   skel_.reset(nccl_bpf__open_opts(&opts));
   if (!skel_) throw std::runtime_error("open nccl.bpf.o: " + errno_reason(errno));
   if (int err = nccl_bpf__load(skel_.get()))
     throw std::runtime_error("load nccl.bpf.o: " + errno_reason(err));
   std::vector<UprobeTarget> targets;
-  for (unsigned fn = 0; fn < NCCL_FN_MAX; ++fn) targets.push_back({kFnNames[fn], fn, false});
+  for (unsigned fn = 0; fn < NCCL_FN_MAX; ++fn)
+    if (!off.count(kFnNames[fn])) targets.push_back({kFnNames[fn], fn, false});
   uprobes_ = std::make_unique<UprobeSet>("nccl", skel_->progs.nccl_enter, skel_->progs.nccl_exit,
                                          std::move(targets), stats_);
-  stats_.add_kernel_source("nccl", [this] { return read_probe_stats(skel_->maps.probe_stats); });
+  stats_.add_kernel_source("nccl", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
   register_tables(stats_, "nccl", tables());
 }
 

@@ -20,7 +20,10 @@ namespace vigil::agent {
 
 class NcclProbe {
  public:
-  NcclProbe(const std::string& btf_path, AgentStats& stats);  // throws std::runtime_error
+  // `off`: NCCL functions not to probe (names()).
+  NcclProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off = {});  // throws std::runtime_error
+  // The NCCL functions it probes, as probes.disable names them.
+  static std::vector<std::string> names();
   ~NcclProbe();
   NcclProbe(const NcclProbe&) = delete;
   NcclProbe& operator=(const NcclProbe&) = delete;

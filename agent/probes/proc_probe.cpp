@@ -33,7 +33,7 @@ ProcProbe::ProcProbe(const std::string& btf_path, AgentStats& stats, Handler han
     links_.push_back(std::move(link));
   }
   stats_.add_attached("proc", static_cast<int>(links_.size()));
-  stats_.add_kernel_source("proc", [this] { return read_probe_stats(skel_->maps.probe_stats); });
+  stats_.add_kernel_source("proc", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
   register_tables(stats_, "proc", {skel_->maps.tracked});
 }
 

@@ -5,6 +5,7 @@
 
 #include <linux/types.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <stdexcept>
 
@@ -13,9 +14,31 @@
 
 namespace vigil::agent {
 
+namespace {
+
+// A program's tracepoint, the last part of its section ("tp_btf/tcp_send_reset",
+// "tracepoint/tcp/tcp_retransmit_skb"): both retransmit programs are one probe to a user.
+std::string tracepoint_of(const bpf_program* prog) {
+  std::string section = bpf_program__section_name(prog);
+  return section.substr(section.rfind('/') + 1);
+}
+
+}  // namespace
+
 void TcpProbe::SkelDeleter::operator()(tcp_bpf* s) const { tcp_bpf__destroy(s); }
 
-TcpProbe::TcpProbe(const std::string& btf_path, AgentStats& stats) : stats_(stats) {
+std::vector<std::string> TcpProbe::names() {
+  std::unique_ptr<tcp_bpf, SkelDeleter> skel(tcp_bpf__open());  // parses the embedded object only
+  std::vector<std::string> out;
+  bpf_program* prog = nullptr;
+  if (skel)
+    bpf_object__for_each_program(prog, skel->obj) if (std::find(out.begin(), out.end(), tracepoint_of(prog)) == out.end())
+        out.push_back(tracepoint_of(prog));
+  return out;
+}
+
+TcpProbe::TcpProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off)
+    : stats_(stats) {
   LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
   skel_.reset(tcp_bpf__open_opts(&opts));
   if (!skel_) throw std::runtime_error("open tcp.bpf.o: " + errno_reason(errno));
@@ -40,11 +63,12 @@ TcpProbe::TcpProbe(const std::string& btf_path, AgentStats& stats) : stats_(stat
   }
   // Exactly one of the two retransmit programs is loaded.
   bpf_program__set_autoload(skel_->progs.retransmit_tp, !have_btf_retransmit);
+  bpf_program* prog = nullptr;
+  bpf_object__for_each_program(prog, skel_->obj) if (off.count(tracepoint_of(prog))) bpf_program__set_autoload(prog, false);
 
   if (int err = tcp_bpf__load(skel_.get()))
     throw std::runtime_error("load tcp.bpf.o: " + errno_reason(err));
 
-  bpf_program* prog = nullptr;
   bpf_object__for_each_program(prog, skel_->obj) {
     if (!bpf_program__autoload(prog)) continue;
     Link link(bpf_program__attach(prog));
@@ -55,11 +79,7 @@ TcpProbe::TcpProbe(const std::string& btf_path, AgentStats& stats) : stats_(stat
     links_.push_back(std::move(link));
   }
   stats_.add_attached("tcp", static_cast<int>(links_.size()));
-  stats_.add_kernel_source("tcp", [this] {
-    KernelCounters k = read_probe_stats(skel_->maps.probe_stats);
-    k.recursion_misses = read_recursion_misses(skel_->obj);
-    return k;
-  });
+  stats_.add_kernel_source("tcp", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
   register_tables(stats_, "tcp", tables());
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -14,8 +15,11 @@ namespace vigil::agent {
 
 class TcpProbe {
  public:
-  // Throws std::runtime_error when the object cannot be loaded at all.
-  TcpProbe(const std::string& btf_path, AgentStats& stats);
+  // Throws std::runtime_error when the object cannot be loaded at all. `off`: tracepoints not to
+  // attach (names()).
+  TcpProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off = {});
+  // The tracepoints it attaches, as probes.disable names them (tcp_sendmsg_locked, ...).
+  static std::vector<std::string> names();
   ~TcpProbe();
   TcpProbe(const TcpProbe&) = delete;
   TcpProbe& operator=(const TcpProbe&) = delete;

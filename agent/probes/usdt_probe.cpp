@@ -18,13 +18,38 @@ namespace vigil::agent {
 
 void UsdtProbe::SkelDeleter::operator()(usdt_bpf* s) const { usdt_bpf__destroy(s); }
 
-UsdtProbe::UsdtProbe(const std::string& btf_path, AgentStats& stats) : stats_(stats) {
+namespace {
+
+struct Probe {
+  const char* provider;
+  const char* name;
+};
+
+// In the order of the programs in usdt.bpf.c that handle them (programs() below).
+const Probe kProbes[] = {
+    {"pytorch", "malloc"},         {"pytorch", "free"},
+    {"vigil", "alloc_block_alloc"}, {"vigil", "alloc_block_free"},
+    {"vigil", "alloc_snapshot"},
+};
+
+std::string full_name(const Probe& p) { return std::string(p.provider) + ":" + p.name; }
+
+}  // namespace
+
+std::vector<std::string> UsdtProbe::names() {
+  std::vector<std::string> out;
+  for (const auto& p : kProbes) out.push_back(full_name(p));
+  return out;
+}
+
+UsdtProbe::UsdtProbe(const std::string& btf_path, AgentStats& stats, std::set<std::string> off)
+    : stats_(stats), off_(std::move(off)) {
   LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
   skel_.reset(usdt_bpf__open_opts(&opts));
   if (!skel_) throw std::runtime_error("open usdt.bpf.o: " + errno_reason(errno));
   if (int err = usdt_bpf__load(skel_.get()))
     throw std::runtime_error("load usdt.bpf.o: " + errno_reason(err));
-  stats_.add_kernel_source("usdt", [this] { return read_probe_stats(skel_->maps.probe_stats); });
+  stats_.add_kernel_source("usdt", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
   register_tables(stats_, "usdt", {skel_->maps.allocators, skel_->maps.blocks});
 }
 
@@ -37,22 +62,16 @@ UsdtProbe::~UsdtProbe() {
 
 int UsdtProbe::attach(const std::string& path, dev_t dev, ino_t inode) {
   if (!done_.insert({dev, inode}).second) return 0;
-  struct Probe {
-    bpf_program* prog;
-    const char* provider;
-    const char* name;
-  };
-  const Probe probes[] = {
-      {skel_->progs.pytorch_malloc, "pytorch", "malloc"},
-      {skel_->progs.pytorch_free, "pytorch", "free"},
-      {skel_->progs.vigil_block_alloc, "vigil", "alloc_block_alloc"},
-      {skel_->progs.vigil_block_free, "vigil", "alloc_block_free"},
-      {skel_->progs.vigil_alloc_snapshot, "vigil", "alloc_snapshot"},
-  };
+  bpf_program* const programs[] = {skel_->progs.pytorch_malloc, skel_->progs.pytorch_free,
+                                   skel_->progs.vigil_block_alloc, skel_->progs.vigil_block_free,
+                                   skel_->progs.vigil_alloc_snapshot};
+  static_assert(std::size(programs) == std::size(kProbes));
   std::map<std::string, std::pair<int, int>> by_provider;  // attached, missing
   int n = 0;
-  for (const auto& p : probes) {
-    Link link(bpf_program__attach_usdt(p.prog, -1, path.c_str(), p.provider, p.name, nullptr));
+  for (size_t i = 0; i < std::size(kProbes); ++i) {
+    const Probe& p = kProbes[i];
+    if (off_.count(full_name(p))) continue;
+    Link link(bpf_program__attach_usdt(programs[i], -1, path.c_str(), p.provider, p.name, nullptr));
     if (!link) {
       int err = errno;
       if (err == ENOENT) {

@@ -19,7 +19,10 @@ namespace vigil::agent {
 
 class UsdtProbe {
  public:
-  UsdtProbe(const std::string& btf_path, AgentStats& stats);  // throws std::runtime_error
+  // `off`: probes not to attach, as "PROVIDER:NAME" (names()).
+  UsdtProbe(const std::string& btf_path, AgentStats& stats, std::set<std::string> off = {});  // throws std::runtime_error
+  // The USDT probes it attaches, as probes.disable names them.
+  static std::vector<std::string> names();
   ~UsdtProbe();
   UsdtProbe(const UsdtProbe&) = delete;
   UsdtProbe& operator=(const UsdtProbe&) = delete;
@@ -38,6 +41,7 @@ class UsdtProbe {
   AgentStats& stats_;
   std::unique_ptr<usdt_bpf, SkelDeleter> skel_;
   std::set<std::pair<dev_t, ino_t>> done_;
+  std::set<std::string> off_;  // "PROVIDER:NAME" not attached
   std::vector<Link> links_;
 };
 

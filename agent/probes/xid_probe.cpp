@@ -42,7 +42,7 @@ XidProbe::XidProbe(const std::string& btf_path, AgentStats& stats, const XidTrac
     throw std::runtime_error("attach " + tp.category + ":" + tp.name + ": " + errno_reason(err));
   }
   stats_.add_attached("xid", 1);
-  stats_.add_kernel_source("xid", [this] { return read_probe_stats(skel_->maps.probe_stats); });
+  stats_.add_kernel_source("xid", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
 }
 
 XidProbe::~XidProbe() {

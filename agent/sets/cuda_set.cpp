@@ -3,7 +3,7 @@
 
 namespace vigil::agent {
 
-CudaSet::CudaSet(SetContext& ctx) : grace_(ctx.cfg.grace_period), probe_(ctx.cfg.kernel_btf, ctx.stats) {
+CudaSet::CudaSet(SetContext& ctx) : grace_(ctx.cfg.grace_period), probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("cuda")) {
   memory_ = std::make_shared<GpuMemoryCollector>(probe_.procs_fd(), probe_.errors_fd(), probe_.live_fd(),
                                                  probe_.handles_fd(), ctx.cfg.fragmentation_window, ctx.processes);
   graphs_ = std::make_shared<CudaGraphCollector>(probe_.procs_fd(), probe_.errors_fd(), ctx.processes);

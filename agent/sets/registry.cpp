@@ -12,6 +12,8 @@
 // housekeeping runs in this order.
 #include "sets/registry.h"
 
+#include <algorithm>
+
 #include "sets/collective_set.h"
 #include "sets/correlation_set.h"
 #include "sets/cuda_set.h"
@@ -40,16 +42,33 @@ bool libraries_watched(const LoadedSets& loaded) { return loaded.any_watches_lib
 
 std::span<const ProbeSetEntry> probe_set_registry() {
   static const ProbeSetEntry kSets[] = {
-      {"tcp", &ProbeSets::tcp, load<TcpSet>},
-      {"cuda", &ProbeSets::cuda, load<CudaSet>},
-      {"nccl", &ProbeSets::nccl, load<NcclSet>},
-      {"usdt", &ProbeSets::usdt, load<UsdtSet>},
+      {"tcp", &ProbeSets::tcp, load<TcpSet>, nullptr, TcpProbe::names},
+      {"cuda", &ProbeSets::cuda, load<CudaSet>, nullptr, CudaProbe::names},
+      {"nccl", &ProbeSets::nccl, load<NcclSet>, nullptr, NcclProbe::names},
+      {"usdt", &ProbeSets::usdt, load<UsdtSet>, nullptr, UsdtProbe::names},
       {"correlation", nullptr, load<CorrelationSet>, after<TcpSet>},
       {"collective", &ProbeSets::usdt, load<CollectiveSet>, after<CorrelationSet>},
       {"xid", &ProbeSets::xid, load<XidSet>},
       {"proc", nullptr, ProcSet::load, libraries_watched},
   };
   return kSets;
+}
+
+void check_disabled_probes(const ProbeSets& probes) {
+  for (const std::string& name : probes.disable) {
+    const std::string set = name.substr(0, name.find(':'));
+    const std::string probe = name.substr(set.size() + 1);
+    std::vector<std::string> known;
+    for (const ProbeSetEntry& entry : probe_set_registry())
+      if (entry.name == set && entry.probe_names) known = entry.probe_names();
+    if (known.empty())
+      throw ConfigError("probes.disable", 0, "'" + name + "': set '" + set +
+                                                 "' has no single probes to disable (tcp, cuda, nccl, usdt do)");
+    if (std::find(known.begin(), known.end(), probe) != known.end()) continue;
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    throw ConfigError("probes.disable", 0, "'" + name + "' is no probe of set " + set + "; its probes: " + list);
+  }
 }
 
 }  // namespace vigil::agent

@@ -3,6 +3,8 @@
 
 #include <memory>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "sets/probe_set.h"
@@ -21,9 +23,14 @@ struct ProbeSetEntry {
   // Whether it applies, given the sets loaded before it; nullptr: always. One that does not
   // apply is neither loaded nor reported, whatever the config says.
   bool (*applies)(const LoadedSets& loaded) = nullptr;
+  // The probes `probes.disable` may name in this set ("SET:PROBE"); nullptr: none.
+  std::vector<std::string> (*probe_names)() = nullptr;
 };
 
 // Every probe set, in load order.
 std::span<const ProbeSetEntry> probe_set_registry();
+
+// Throws ConfigError (key probes.disable) for a name that is no probe of its set.
+void check_disabled_probes(const ProbeSets& probes);
 
 }  // namespace vigil::agent

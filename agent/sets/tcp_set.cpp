@@ -4,7 +4,7 @@
 namespace vigil::agent {
 
 TcpSet::TcpSet(SetContext& ctx)
-    : probe_(ctx.cfg.kernel_btf, ctx.stats),
+    : probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("tcp")),
       collector_(std::make_shared<TcpCollector>(probe_.peers_fd(), probe_.procs_fd(), ctx.cfg.tcp_top_peers,
                                                 ctx.processes)) {}
 

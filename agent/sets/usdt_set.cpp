@@ -6,7 +6,7 @@
 
 namespace vigil::agent {
 
-UsdtSet::UsdtSet(SetContext& ctx) : probe_(ctx.cfg.kernel_btf, ctx.stats) {
+UsdtSet::UsdtSet(SetContext& ctx) : probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("usdt")) {
   const CudaSet* cuda = ctx.loaded.find<CudaSet>();
   allocators_ = std::make_shared<AllocatorCollector>(probe_.allocators_fd(), probe_.blocks_fd(),
                                                      cuda ? cuda->procs_fd() : -1, ctx.processes);

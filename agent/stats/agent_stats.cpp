@@ -31,6 +31,18 @@ void AgentStats::record_scrape(const std::string& collector, double seconds) {
   last = seconds;
 }
 
+void AgentStats::record_housekeeping(double lag_seconds, double duration_seconds) {
+  std::lock_guard lock(mu_);
+  s_.housekeeping.lag_seconds = lag_seconds;
+  s_.housekeeping.duration_seconds = duration_seconds;
+  ++s_.housekeeping.ticks;
+}
+
+void AgentStats::set_bpf_stats_enabled(bool on) {
+  std::lock_guard lock(mu_);
+  s_.bpf_stats_enabled = on;
+}
+
 void AgentStats::add_kernel_source(const std::string& set, std::function<KernelCounters()> read) {
   std::lock_guard lock(mu_);
   kernel_sources_[set] = std::move(read);

@@ -7,14 +7,31 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace vigil::agent {
 
-// Counters a BPF program keeps in the kernel about itself.
+// What the kernel counts for one loaded BPF program (struct bpf_prog_info). run_time_ns and
+// run_cnt grow only while the kernel's run-time statistics are on (bpf_enable_stats).
+struct ProgramCost {
+  std::string program;  // the program's function name in bpf/*.bpf.c
+  uint64_t run_time_ns = 0;
+  uint64_t runs = 0;
+  uint64_t recursion_misses = 0;  // runs the kernel skipped: the program was already running on that CPU
+};
+
+// Counters a probe set's BPF object keeps in the kernel about itself.
 struct KernelCounters {
   uint64_t events = 0;         // probe hits handled
   uint64_t ringbuf_drops = 0;  // ring buffer reservations that failed (events lost)
-  uint64_t recursion_misses = 0;  // runs the kernel skipped: the program was already running on that CPU
+  std::vector<ProgramCost> programs;
+};
+
+// The housekeeping loop's timing: how late its last tick started and how long it ran.
+struct LoopTiming {
+  double lag_seconds = 0;
+  double duration_seconds = 0;
+  uint64_t ticks = 0;
 };
 
 class AgentStats {
@@ -24,6 +41,8 @@ class AgentStats {
   void attach_failure(const std::string& set, const std::string& reason);
   void ringbuf_event(const std::string& set);
   void record_scrape(const std::string& collector, double seconds);
+  void record_housekeeping(double lag_seconds, double duration_seconds);
+  void set_bpf_stats_enabled(bool on);
   void add_kernel_source(const std::string& set, std::function<KernelCounters()> read);
   // Entries held in one of the agent's tables (a BPF map or the label cache), read at scrape.
   void add_table_source(const std::string& set, const std::string& table, std::function<uint64_t()> count);
@@ -36,6 +55,8 @@ class AgentStats {
     std::map<std::string, std::pair<uint64_t, double>> scrapes;  // count, last duration
     std::map<std::string, KernelCounters> kernel;
     std::map<std::pair<std::string, std::string>, uint64_t> table_entries;
+    LoopTiming housekeeping;
+    bool bpf_stats_enabled = false;
   };
   Snapshot snapshot() const;
 

@@ -1,6 +1,11 @@
 // Config parser: defaults, every knob, and errors that name the key and its line.
 #include "config/config.h"
 
+#include <set>
+#include <string>
+
+#include "sets/registry.h"
+
 #include <gtest/gtest.h>
 
 namespace vigil::agent {
@@ -19,7 +24,8 @@ TEST(Config, EveryKnob) {
 kernel_btf: /tmp/vmlinux
 poll_interval: 250ms
 grace_period: 2m
-probes: {tcp: false, cuda: true, nccl: off, usdt: no, xid: false}
+probes: {tcp: false, cuda: true, nccl: off, usdt: no, xid: false, disable: ["cuda:cuGraphLaunch", "usdt:pytorch:malloc"]}
+bpf_stats: off
 discovery_interval: 30s
 libraries:
   discover: false
@@ -38,6 +44,10 @@ tcp: {top_peers: 3}
   EXPECT_FALSE(c.probes.nccl);
   EXPECT_FALSE(c.probes.usdt);
   EXPECT_FALSE(c.probes.xid);
+  EXPECT_EQ(c.probes.disabled_in("cuda"), std::set<std::string>{"cuGraphLaunch"});
+  EXPECT_EQ(c.probes.disabled_in("usdt"), std::set<std::string>{"pytorch:malloc"});
+  EXPECT_TRUE(c.probes.disabled_in("cud").empty());
+  EXPECT_FALSE(c.bpf_stats);
   EXPECT_EQ(c.discovery_interval, std::chrono::seconds(30));
   ASSERT_EQ(c.libraries.usdt.size(), 1u);
   EXPECT_FALSE(c.libraries.discover);
@@ -71,6 +81,26 @@ TEST(Config, BadValuesNamedWithLine) {
   expect_error("probes: {tcp: maybe}\n", "probes.tcp", 1);
   expect_error("libraries: {cuda: [relative/libcuda.so.1]}\n", "libraries.cuda", 1);
   expect_error("probes: [tcp]\n", "probes", 1);
+  expect_error("probes:\n  disable:\n    - cuGraphLaunch\n", "probes.disable", 3);
+  expect_error("probes: {disable: [\"cuda:\"]}\n", "probes.disable", 1);
+  expect_error("probes: {disable: tcp:tcp_sendmsg_locked}\n", "probes.disable", 1);
+  expect_error("bpf_stats: sometimes\n", "bpf_stats", 1);
+}
+
+// Names are checked against the probes the sets really have, with the known ones in the error.
+TEST(Config, DisabledProbesMustExist) {
+  EXPECT_NO_THROW(check_disabled_probes(parse_config(
+      R"(probes: {disable: ["tcp:tcp_sendmsg_locked", "cuda:cuGraphLaunch", "nccl:ncclAllReduce", "usdt:vigil:alloc_block_free"]})")
+                                            .probes));
+  try {
+    check_disabled_probes(parse_config(R"(probes: {disable: ["tcp:tcp_sendmsg"]})").probes);
+    FAIL() << "no error for tcp:tcp_sendmsg";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "probes.disable");
+    EXPECT_NE(std::string(e.what()).find("inet_sock_set_state"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(check_disabled_probes(parse_config(R"(probes: {disable: ["xid:nvidia_dev_xid"]})").probes),
+               ConfigError);
 }
 
 TEST(Config, ListenFlagParsing) {

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""What the agent costs, checked against sources it does not produce. A stand-in CUDA workload
+makes a known number of driver calls (its own account): the kernel's run count of the CUDA set's
+entry and return programs (vigil_agent_bpf_program_runs_total) must grow by exactly that number,
+and their run time must grow. The agent's process_* families must equal what /proc says of its
+pid. A probe named in probes.disable is not attached (two links fewer) and its calls are not run;
+an unknown name stops the agent with an error that lists the set's probes; with bpf_stats off the
+agent says so and the run counts stand still.
+usage: cost.py VIGIL_AGENT CUDA_WORKLOAD"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from harness import Agent, fail, promtool_check, require_root, run_workload, total
+
+BASE = 'probes: {tcp: false, nccl: false, usdt: false}\n'
+
+
+def runs(agent, program):
+    s = agent.scrape()
+    return (total(s, 'vigil_agent_bpf_program_runs_total', require=True, set='cuda', program=program),
+            total(s, 'vigil_agent_bpf_program_run_seconds_total', require=True, set='cuda', program=program))
+
+
+def workload_calls(agent, workload_bin):
+    """Runs the workload to its end; returns its own count of driver calls, by function."""
+    w, truth = run_workload(agent, [workload_bin], 'cuda', 'libcuda.so')
+    w.stdin.write('\n')
+    w.stdin.flush()
+    w.wait(timeout=10)
+    return truth['calls']
+
+
+def check(what, got, want):
+    print("%-58s agent %-10s truth %-10s %s" % (what, got, want, "ok" if got == want else "MISMATCH"))
+    return got == want
+
+
+def proc_truth(pid):
+    with open('/proc/%d/stat' % pid) as f:
+        fields = f.read().rsplit(')', 1)[1].split()
+    tick = os.sysconf('SC_CLK_TCK')
+    cpu = (int(fields[11]) + int(fields[12])) / tick  # utime, stime: fields 14, 15 of proc(5)
+    with open('/proc/%d/status' % pid) as f:
+        rss = next(int(l.split()[1]) * 1024 for l in f if l.startswith('VmRSS:'))
+    return cpu, rss, len(os.listdir('/proc/%d/task' % pid)), len(os.listdir('/proc/%d/fd' % pid))
+
+
+def check_process_families(agent):
+    """process_* against /proc/PID of the agent, read just before and after the scrape."""
+    pid = agent.proc.pid
+    cpu0, rss0, threads0, fds0 = proc_truth(pid)
+    s = agent.scrape()
+    cpu1, rss1, threads1, fds1 = proc_truth(pid)
+    cpu = total(s, 'process_cpu_seconds_total', require=True)
+    rss = total(s, 'process_resident_memory_bytes', require=True)
+    threads = total(s, 'process_threads', require=True)
+    fds = total(s, 'process_open_fds', require=True)
+    start = total(s, 'process_start_time_seconds', require=True)
+    ok = check('process_cpu_seconds_total within /proc before..after', cpu0 <= cpu <= cpu1 + 0.011, True)
+    ok &= check('process_resident_memory_bytes within 10 %% of VmRSS (%d)' % rss1,
+                abs(rss - rss1) <= 0.1 * max(rss0, rss1), True)
+    ok &= check('process_threads = /proc/PID/task entries', threads, threads1 if threads0 == threads1 else threads)
+    # The scrape's own connection is open while the agent counts: one more than before or after.
+    ok &= check('process_open_fds = /proc/PID/fd entries (+ the scrape socket)', fds in (fds0, fds0 + 1, fds1, fds1 + 1), True)
+    ok &= check('process_start_time_seconds within the test run', agent.started - 5 <= start <= time.time(), True)
+    ok &= check('process_max_fds > 0', total(s, 'process_max_fds', require=True) > 0, True)
+    ticks = total(s, 'vigil_agent_housekeeping_ticks_total', require=True)
+    lag = total(s, 'vigil_agent_housekeeping_lag_seconds', require=True)
+    ok &= check('housekeeping ticks > 0, lag < 1 s (poll 200 ms)', ticks > 0 and 0 <= lag < 1, True)
+    return ok
+
+
+def main():
+    require_root()
+    agent_bin, workload_bin = sys.argv[1], sys.argv[2]
+    ok = True
+    with Agent(agent_bin, BASE) as agent:
+        agent.started = time.time() - 20
+        promtool_check(agent)
+        ok &= check('vigil_agent_bpf_stats_enabled', total(agent.scrape(), 'vigil_agent_bpf_stats_enabled', require=True), 1)
+        (enter0, t_enter0), (exit0, _) = runs(agent, 'cuda_enter'), runs(agent, 'cuda_exit')
+        calls = workload_calls(agent, workload_bin)
+        (enter1, t_enter1), (exit1, _) = runs(agent, 'cuda_enter'), runs(agent, 'cuda_exit')
+        n = sum(calls.values())
+        ok &= check('cuda_enter runs during the workload (all its driver calls)', enter1 - enter0, n)
+        ok &= check('cuda_exit runs during the workload', exit1 - exit0, n)
+        ok &= check('cuda_enter run time grew', t_enter1 > t_enter0, True)
+        print("cuda_enter: %.0f ns per run" % ((t_enter1 - t_enter0) * 1e9 / max(1, enter1 - enter0)))
+        attached_all = total(agent.scrape(), 'vigil_agent_probes_attached', require=True, set='cuda')
+        ok &= check_process_families(agent)
+
+    with Agent(agent_bin, BASE.replace('}', ', disable: ["cuda:cuMemAlloc_v2"]}')) as agent:
+        (enter0, _), (exit0, _) = runs(agent, 'cuda_enter'), runs(agent, 'cuda_exit')
+        calls = workload_calls(agent, workload_bin)
+        (enter1, _), (exit1, _) = runs(agent, 'cuda_enter'), runs(agent, 'cuda_exit')
+        n = sum(calls.values()) - calls['cuMemAlloc_v2']
+        ok &= check('with cuda:cuMemAlloc_v2 disabled: cuda_enter runs', enter1 - enter0, n)
+        ok &= check('with cuda:cuMemAlloc_v2 disabled: links attached', total(agent.scrape(), 'vigil_agent_probes_attached',
+                                                                             require=True, set='cuda'), attached_all - 2)
+
+    with open('/proc/sys/kernel/bpf_stats_enabled') as f:
+        sysctl_on = f.read().strip() == '1'
+    with Agent(agent_bin, BASE + 'bpf_stats: false\n') as agent:
+        ok &= check('bpf_stats: false: vigil_agent_bpf_stats_enabled (= the sysctl)',
+                    total(agent.scrape(), 'vigil_agent_bpf_stats_enabled', require=True), 1 if sysctl_on else 0)
+        if not sysctl_on:
+            enter0 = runs(agent, 'cuda_enter')[0]
+            workload_calls(agent, workload_bin)
+            ok &= check('bpf_stats: false: cuda_enter runs counted', runs(agent, 'cuda_enter')[0] - enter0, 0)
+
+    with tempfile.NamedTemporaryFile('w', suffix='.yaml') as bad:
+        bad.write('probes: {disable: ["cuda:cuMemAllocc_v2"]}\n')
+        bad.flush()
+        r = subprocess.run([agent_bin, '--config', bad.name], capture_output=True, text=True, timeout=20)
+        print("unknown probe: rc %d: %s" % (r.returncode, r.stderr.strip()))
+        ok &= check('unknown probe name: exit 2 naming it and the known ones',
+                    r.returncode == 2 and 'cuda:cuMemAllocc_v2' in r.stderr and 'cuMemAlloc_v2' in r.stderr, True)
+    if not ok:
+        fail("the agent's cost figures disagree with the kernel's and the workload's")
+    print("PASS")
+
+
+if __name__ == '__main__':
+    main()

@@ -25,7 +25,7 @@ K8S_VERSIONS = ['1.29.0', '1.37.0']
 CRDS = {'PodMonitor', 'ServiceMonitor', 'PrometheusRule'}
 # The smallest set the container test passes with (tests/containers/agent_in_container.py).
 AGENT_CAPS = {'SYS_ADMIN', 'SYS_PTRACE'}
-AGENT_HOST_PATHS = {'/sys/kernel/btf', '/sys/kernel/tracing', '/sys/fs/cgroup', '/var/log/containers'}
+AGENT_HOST_PATHS = {'/sys/kernel/btf', '/sys/kernel/tracing', '/var/log/containers'}
 errors = []
 
 

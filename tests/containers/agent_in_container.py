@@ -162,6 +162,13 @@ class Scene:
         subprocess.run(['rm', '-rf', self.state])
 
 
+def seccomp_mode(name):
+    """The kernel's seccomp mode of container NAME's first process (0 none, 2 filter)."""
+    pid = podman('inspect', '--format', '{{.State.Pid}}', name).stdout.strip()
+    with open('/proc/%s/status' % pid) as f:
+        return int(next(l for l in f if l.startswith('Seccomp:')).split()[1])
+
+
 def agent_args(scene, port, drop=None):
     args = podman_flags.podman_args(podman_flags.render('base'), 'vigil-agent', scene.state,
                                     publish='127.0.0.1:%d:9435' % port)
@@ -344,6 +351,12 @@ def main():
         if wait_http('http://127.0.0.1:%d/readyz' % port, 'agent', alive=lambda: running(scene.agent)) is None:
             fail('agent container exited: ' + podman('logs', scene.agent).stderr)
         print('agent container: ' + ' '.join(agent_args(scene, port)))
+        # The DaemonSet asks for the runtime's default profile: the agent must run (and pass all
+        # below) under podman's filter, not unconfined.
+        mode = seccomp_mode(scene.agent)
+        print('agent seccomp mode (/proc/PID/status): %d' % mode)
+        if 'seccomp=unconfined' not in agent_args(scene, port) and mode != 2:
+            fail('the agent runs with seccomp mode %d, not the runtime default filter (2)' % mode)
 
         podman('run', '-d', '--name', scene.worker, '--network', 'ns:/run/netns/' + scene.ns_w,
                '--read-only', '--cap-drop=all', '-v', model_dir + ':/models:ro',

@@ -62,6 +62,15 @@
     agentGoneWindow: '1h',
     probesFor: '15m',
     dropsWindow: '15m',
+    // What Vigil may cost its node, in cores (BPF program run time plus the agent's CPU,
+    // vigil_node:agent_cost_cores:rate5m): 0.05 is the CPU the agent's DaemonSet requests (50m),
+    // so above it the node pays for more than the scheduler reserved; it is ~20x the agent's own
+    // measured idle CPU (0.2-0.3 % of a core, docs/probes-agent.md) and leaves room for ~25k
+    // probed driver calls/s (about 1.9 us of uprobe time each). Sustained, not a burst.
+    agentCostBudgetCores: '0.05',
+    agentCostFor: '15m',
+    // Any run of an agent BPF program the kernel skipped in this window is an alert.
+    recursionMissWindow: '15m',
 
     // Where a pager's link to an alert's runbook points: %s is the alert's name, the page is
     // docs/runbooks/<name>.md. Set it once per deployment (deploy/kubernetes/overlays/*/

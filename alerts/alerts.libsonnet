@@ -235,6 +235,27 @@ local failuresIn = import '../rules/failures.libsonnet';
             'A Vigil agent drops events because its ring buffer is full.',
             'Agent {{ $labels.instance }} on {{ $labels.node }} dropped {{ $value | humanize }} {{ $labels.set }} events in %s: failure context is lost (counters stay exact).' % c.dropsWindow,
           ),
+          alert(
+            // Reads the record of its group (rules/rules.libsonnet), which says what it sums.
+            'VigilAgentCostOverBudget', 'warning', 'P2', 'agent-self',
+            'vigil_node:agent_cost_cores:rate5m > %s' % c.agentCostBudgetCores,
+            c.agentCostFor,
+            'Vigil costs its node more CPU than its budget.',
+            'Vigil costs node {{ $labels.node }} {{ $value | humanizePercentage }} of a core (its BPF programs plus agent {{ $labels.instance }}), above the budget of %(b)s of a core, for %(for)s; the BPF part is spent in the probed workloads\' threads.'
+            % { b: '%g%%' % (std.parseJson(c.agentCostBudgetCores) * 100), 'for': c.agentCostFor },
+          ),
+          alert(
+            // The kernel does not nest BPF programs on a CPU: a run that would have is skipped and
+            // counted in recursion_misses. What that run would have counted is lost, so unlike a
+            // ring buffer drop the counters are short. A ticket, as the other agent-self alerts:
+            // the workloads are not harmed, their observation is.
+            'VigilAgentBpfRecursionMisses', 'warning', 'P2', 'agent-self',
+            'sum by (cluster, node, instance, set, program) %s > 0'
+            % failuresIn('vigil_agent_bpf_program_recursion_misses_total{%s}' % c.agentSelector, c.recursionMissWindow),
+            c.warningFor,
+            'The kernel skipped runs of a Vigil BPF program: events were lost.',
+            'The kernel skipped {{ $value | humanize }} runs of BPF program {{ $labels.program }} (set {{ $labels.set }}) of agent {{ $labels.instance }} on {{ $labels.node }} in %s, because a BPF program was already running on that CPU: the events of those runs are lost and the set\'s counters are short.' % c.recursionMissWindow,
+          ),
         ],
       },
     ],

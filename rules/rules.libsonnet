@@ -85,6 +85,28 @@ local failuresIn = import 'failures.libsonnet';
         ],
       },
       {
+        // What Vigil costs each node, in cores: the kernel's run time of the agent's BPF programs
+        // (kernel.bpf_stats_enabled, on while the agent runs) plus the agent process's own CPU.
+        // A program runs in the context of whatever fired it: a uprobe's or USDT probe's run time
+        // is spent in the probed workload's thread and charged to that workload's CPU (cgroup,
+        // container_cpu_usage), a TCP tracepoint's to the sending task or softirq, none to the
+        // agent's process_cpu_seconds_total; so the parts do not overlap and the sum is the
+        // whole cost. `or` keeps the agent's CPU for a node without BPF program series (they
+        // carry set and program, so the two sides never collide). VigilAgentCostOverBudget
+        // completes this group.
+        name: 'vigil-agent',
+        rules: [{
+          record: 'vigil_node:agent_cost_cores:rate5m',
+          expr: |||
+            sum by (cluster, node, instance) (
+              rate(vigil_agent_bpf_program_run_seconds_total{%(sel)s}[5m])
+              or
+              rate(process_cpu_seconds_total{%(sel)s}[5m])
+            )
+          ||| % { sel: c.agentSelector },
+        }],
+      },
+      {
         // The fleet overview (dashboards: vigil-fleet) reads only these: per node (cluster, node)
         // for its worst-nodes tables, per cluster for everything else, so a panel touches
         // O(clusters) series (O(nodes) for the tables), never O(nodes x processes). Per-cluster

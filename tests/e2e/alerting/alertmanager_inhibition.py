@@ -34,6 +34,8 @@ CASES = [
     (alert('VigilAgentDown', 'P2', 'agent-self', job='vigil-agent', **AGENT), False),
     (alert('VigilGpuFragmentationGraphFailures', 'P1', 'agent', **PROC), True),
     (alert('VigilAgentEventsDropped', 'P2', 'agent-self', set='cuda', **AGENT), True),
+    (alert('VigilAgentCostOverBudget', 'P2', 'agent-self', **AGENT), True),
+    (alert('VigilAgentBpfRecursionMisses', 'P2', 'agent-self', set='tcp', program='tcp_retransmit_skb', **AGENT), True),
     (alert('VigilGpuFragmentationGraphFailures', 'P1', 'agent', **dict(PROC, node='gpu-2', instance='10.0.1.2:9435')), False),
     (alert('VigilNcclTcpTimeoutRiskHigh', 'P1', 'agent', **dict(PROC, node='gpu-3', instance='10.0.1.3:9435', pid='7')), False),
     (alert('VigilTcpRetransmitStorm', 'P2', 'agent', **dict(PROC, node='gpu-3', instance='10.0.1.3:9435', pid='7')), True),

@@ -166,7 +166,7 @@ local proc = '{{node}} {{comm}}/{{pid}}';
     ]),
 
     'vigil-agent.json': g.dashboard('vigil-agent', 'Vigil / Agent health',
-      'vigil-agent itself: probes attached, events, ring buffer drops, table sizes and scrape cost.', vars, [
+      'vigil-agent itself: probes attached, events, ring buffer drops, table sizes and scrape cost; what Vigil costs each node (BPF run time and the agent\'s own CPU, memory, fds, threads).', vars, [
       ts('Agents up', 'Per node.', [t('up{%s, cluster=~"$cluster", node=~"$node"}' % c.agentSelector, '{{node}}')]),
       ts('Probe sets enabled', '1 when loaded; reason says why not.',
          [t('vigil_agent_probe_set_enabled{%s}' % A, '{{node}} {{set}} {{reason}}')]),
@@ -183,6 +183,31 @@ local proc = '{{node}} {{comm}}/{{pid}}';
          [t('max by (node, collector) (vigil_agent_collector_scrape_duration_seconds{%s})' % A, '{{node}} {{collector}}')], 's'),
       ts('Attach failures by reason', 'Probes that could not be attached.',
          [t('sum by (node, set, reason) (vigil_agent_attach_failures_total{%s})' % A, '{{node}} {{set}} {{reason}}')]),
+
+      // The agent's cost (rules/rules.libsonnet, group vigil-agent; VigilAgentCostOverBudget).
+      // process_* are standard names other jobs export too: those panels name the agent's job.
+      g.row('What Vigil costs this node'),
+      ts('Vigil cost, share of one core', 'BPF program run time plus the agent\'s own CPU (vigil_node:agent_cost_cores:rate5m; 100 %% = one core). VigilAgentCostOverBudget fires above the dashed line (%s of a core) for %s. Uprobe and USDT run time is spent in the probed workload\'s threads and charged to its CPU.' % [c.agentCostBudgetCores, c.agentCostFor],
+         [t('vigil_node:agent_cost_cores:rate5m{%s}' % A, '{{node}}')], 'percentunit',
+         thresholds=g.thresholds('green', [[std.parseJson(c.agentCostBudgetCores), 'red']])),
+      ts('BPF run time by set and program', 'Kernel run time of each agent BPF program (kernel.bpf_stats_enabled), share of one core; spent in the threads that fired the probes.',
+         [t('sum by (node, set, program) (rate(vigil_agent_bpf_program_run_seconds_total{%s}[$__rate_interval]))' % A, '{{node}} {{set}}/{{program}}')], 'percentunit'),
+      ts('BPF runs and skipped runs', 'Runs per second of each program (probe hits), and runs the kernel skipped because a BPF program was already running on that CPU (lost events, VigilAgentBpfRecursionMisses).',
+         [t('sum by (node, set, program) (rate(vigil_agent_bpf_program_runs_total{%s}[$__rate_interval]))' % A, 'runs {{node}} {{set}}/{{program}}'),
+          t('sum by (node, set, program) (rate(vigil_agent_bpf_program_recursion_misses_total{%s}[$__rate_interval]))' % A, 'skipped {{node}} {{set}}/{{program}}')], 'ops'),
+      ts('BPF run-time statistics on', '1 while the kernel counts BPF run time (vigil_agent_bpf_stats_enabled); at 0 the BPF part of the cost reads 0.',
+         [t('max by (node) (vigil_agent_bpf_stats_enabled{%s})' % A, '{{node}}')]),
+      ts('Agent CPU, share of one core', 'The agent process\'s own CPU (process_cpu_seconds_total): scrapes, /proc scans, ring buffer reads, housekeeping.',
+         [t('sum by (node) (rate(process_cpu_seconds_total{%s, %s}[$__rate_interval]))' % [c.agentSelector, A], '{{node}}')], 'percentunit'),
+      ts('Agent resident memory', 'process_resident_memory_bytes of the agent (its memory limit is in the DaemonSet).',
+         [t('max by (node) (process_resident_memory_bytes{%s, %s})' % [c.agentSelector, A], '{{node}}')], 'bytes'),
+      ts('Agent open file descriptors', 'process_open_fds of the agent: BPF objects, links, the ring buffers, /proc handles (its limit: process_max_fds).',
+         [t('max by (node) (process_open_fds{%s, %s})' % [c.agentSelector, A], '{{node}}')]),
+      ts('Agent threads', 'process_threads of the agent.',
+         [t('max by (node) (process_threads{%s, %s})' % [c.agentSelector, A], '{{node}}')]),
+      ts('Housekeeping lag and duration', 'How late the agent\'s last housekeeping tick started, and how long it took: a tick late or long means the agent is starved of CPU or its tables grew.',
+         [t('max by (node) (vigil_agent_housekeeping_lag_seconds{%s})' % A, 'lag {{node}}'),
+          t('max by (node) (vigil_agent_housekeeping_duration_seconds{%s})' % A, 'duration {{node}}')], 's'),
     ]),
   },
 }

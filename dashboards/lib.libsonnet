@@ -41,8 +41,9 @@
   target(expr, legend='')::
     { expr: expr, legendFormat: legend, range: true, datasource: ds },
 
-  // A time series panel; unit is Grafana's (percentunit, s, bytes, reqps, short, ...).
-  timeseries(title, description, targets, unit='short', stack=false, links=[]):: {
+  // A time series panel; unit is Grafana's (percentunit, s, bytes, reqps, short, ...);
+  // thresholds (thresholds()), when given, are drawn as dashed lines (an alert's threshold).
+  timeseries(title, description, targets, unit='short', stack=false, links=[], thresholds=null):: {
     type: 'timeseries',
     title: title,
     description: description,
@@ -52,7 +53,14 @@
       defaults: {
         unit: unit,
         [if links != [] then 'links']: links,
-        custom: { drawStyle: 'line', lineWidth: 1, fillOpacity: if stack then 30 else 10, stacking: { mode: if stack then 'normal' else 'none' } },
+        [if thresholds != null then 'thresholds']: thresholds,
+        custom: {
+          drawStyle: 'line',
+          lineWidth: 1,
+          fillOpacity: if stack then 30 else 10,
+          stacking: { mode: if stack then 'normal' else 'none' },
+          [if thresholds != null then 'thresholdsStyle']: { mode: 'dashed' },
+        },
       },
       overrides: [],
     },
@@ -81,6 +89,19 @@
   dashboardLink(title, uid, params=''):: {
     title: title,
     url: '/d/%s/%s?${__url_time_range}%s' % [uid, uid, if params == '' then '' else '&' + params],
+  },
+
+  // A row header: the panels after it, up to the next row, are its row (full width, one unit
+  // high, never collapsed). An empty target list, so that readers of every panel's targets
+  // (the e2e's and the fleet simulation's data checks) need no case for it.
+  row(title):: {
+    type: 'row',
+    title: title,
+    collapsed: false,
+    panels: [],
+    targets: [],
+    gridW:: 24,
+    gridH:: 1,
   },
 
   // A single value per series (e.g. per cluster), coloured by its thresholds; the reduction is

@@ -67,6 +67,9 @@ def main():
         for p in d['panels']:
             gp = p['gridPos']
             check(gp['x'] + gp['w'] <= 24 and gp['w'] > 0 and gp['h'] > 0, '%s: panel %s outside the grid' % (name, p['title']))
+            if p['type'] == 'row':  # a header: full width, its panels follow it, no query
+                check(gp['x'] == 0 and gp['w'] == 24 and not p['targets'] and p['title'], '%s: row %r' % (name, p['title']))
+                continue
             check(p['datasource']['uid'] == '${datasource}', '%s: panel %s not on $datasource' % (name, p['title']))
             check(p.get('description'), '%s: panel %s has no description' % (name, p['title']))
             check(p['targets'], '%s: panel %s has no query' % (name, p['title']))

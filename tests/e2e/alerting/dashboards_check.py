@@ -53,7 +53,24 @@ def query_dashboards(query_range, paths, start, end, step=STEP, variables=None):
     return rendered, empty
 
 
-def check_dashboards(stack, directory, start, end, render_to=None):
+def row_panels(panels, title):
+    """The (panel, targets) of PANELS (a dashboard of query_dashboards) in the row TITLE: those
+    after its header up to the next row, as Grafana groups them; None without such a row."""
+    starts = [i for i, (p, _) in enumerate(panels) if p['type'] == 'row' and p['title'] == title]
+    if not starts:
+        return None
+    out = []
+    for p, targets in panels[starts[0] + 1:]:
+        if p['type'] == 'row':
+            break
+        out.append((p, targets))
+    return out
+
+
+def check_dashboards(stack, directory, start, end, render_to=None, nonzero_rows=()):
+    """Every panel query returns data; in each (dashboard uid, row title) of NONZERO_ROWS every
+    panel also shows a value other than 0 somewhere (where an exported 0 would already count as
+    data, e.g. run time while the kernel does not count it)."""
     paths = sorted(glob.glob(os.path.join(directory, '*.json')))
     rendered, empty = query_dashboards(
         lambda e, s, t, st: stack.query(e, 'query_range', start=s, end=t, step=st), paths, start, end)
@@ -61,6 +78,16 @@ def check_dashboards(stack, directory, start, end, render_to=None):
         fail("%d panel queries returned no data:\n  %s" % (len(empty), '\n  '.join('%s / %s: %s' % e for e in empty)))
     total = sum(len(p['targets']) for _, panels in rendered.values() for p, _ in panels)
     print("dashboards: %d queries over %d dashboards returned data" % (total, len(rendered)))
+    for uid, row in nonzero_rows:
+        title, panels = rendered.get(uid, (uid, []))
+        inside = row_panels(panels, row)
+        if not inside:
+            fail("%s has no row %r with panels" % (title, row))
+        zeros = [p['title'] for p, targets in inside
+                 if not any(float(v) != 0 for _, res in targets for r in res for _, v in r['values'])]
+        if zeros:
+            fail("%s / %s: panels showing only 0: %s" % (title, row, ', '.join(zeros)))
+        print("dashboards: %s / %s: %d panels with data other than 0" % (title, row, len(inside)))
     if render_to:
         render(rendered, render_to, start, caption='end-to-end test run')
 
@@ -133,6 +160,9 @@ def render(rendered, out, start, caption='', at=None, only=None):
         H = rows * rh + 0.8
         for p, targets in panels:
             gp = p['gridPos']
+            if p['type'] == 'row':  # a header line across the grid, as Grafana shows an open row
+                fig.text(0.01, 1 - ((gp['y'] + gp['h']) * rh + 0.6) / H + 0.1 / H, p['title'], fontsize=11, weight='bold')
+                continue
             pad = 0.12
             left = (gp['x'] * cw + pad + 0.45) / (24 * cw)
             width = (gp['w'] * cw - 2 * pad - 0.55) / (24 * cw)
@@ -154,7 +184,7 @@ def render(rendered, out, start, caption='', at=None, only=None):
             elif kind == 'heatmap':
                 draw_heatmap(ax, series, unit, start)
             else:
-                draw_timeseries(ax, series, unit, start)
+                draw_timeseries(ax, series, unit, start, thresholds)
         heading = '%s (%s; stats and tables at +%.0f s)' % (title, caption, t_at - start) if caption else title
         fig.suptitle(heading, y=1 - 0.25 / H)
         fig.savefig(os.path.join(out, uid + '.png'), dpi=70)
@@ -162,12 +192,15 @@ def render(rendered, out, start, caption='', at=None, only=None):
         print("rendered %s" % os.path.join(out, uid + '.png'))
 
 
-def draw_timeseries(ax, series, unit, start):
+def draw_timeseries(ax, series, unit, start, thresholds=None):
     from matplotlib.ticker import FuncFormatter
     for fmt, r in series[:12]:
         xs = [float(t) - start for t, _ in r['values']]
         ys = [float(v) for _, v in r['values']]
         ax.plot(xs, ys, linewidth=1, label=legend(fmt, r['metric'])[:50])
+    for s in (thresholds or {}).get('steps', []):  # thresholdsStyle dashed: an alert's line
+        if s.get('value') is not None:
+            ax.axhline(s['value'], linestyle='--', linewidth=1, color=threshold_color(s['value'], thresholds))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_value(v, unit)))
     ax.set_xlabel('seconds into the run', fontsize=7)
     ax.tick_params(labelsize=7)

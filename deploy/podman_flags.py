@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The `podman run` arguments that reproduce a workload's pod from deploy/kubernetes, so that the
+"""The `podman run` arguments that reproduce a workload's pod from deploy/, so that the
 securityContext the cluster would apply is the one a local run gets: derived from the rendered
-manifests (`kubectl kustomize`), never written twice.
+manifests (`kubectl kustomize` of deploy/kubernetes, or Helm's own engine rendering the chart
+deploy/helm/vigil through helm-python-sdk), never written twice.
 
 Maps, for the workload's first container: hostPID, hostNetwork; the container's capabilities
 (drop, add), readOnlyRootFilesystem, runAsUser/runAsGroup (pod or container), allowPrivilegeEscalation,
@@ -10,7 +11,7 @@ written to files under --state-dir) or emptyDir (a tmpfs); the image and args. A
 `privileged` is refused: nothing here runs privileged. Resources are not mapped (limits are the
 kubelet's business; this sandbox's cgroup v1 hierarchy refuses podman's).
 
-usage: deploy/podman_flags.py [--overlay base] [--workload vigil-agent] --state-dir DIR
+usage: deploy/podman_flags.py [--overlay base | --chart] [--workload vigil-agent] --state-dir DIR
        [--publish HOST:CONTAINER] [--image IMAGE]
 Prints one argument per line (everything after `podman run`).
 """
@@ -23,6 +24,7 @@ import sys
 import yaml
 
 KDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'kubernetes')
+CHART = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'helm', 'vigil')
 
 
 class ManifestError(Exception):
@@ -37,6 +39,18 @@ def render(overlay):
     if out.returncode != 0:
         raise ManifestError('kubectl kustomize %s: %s' % (overlay, out.stderr.strip()))
     return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def render_chart(values=None, release='vigil', namespace='monitoring'):
+    """The chart's objects as `helm template` would print them, rendered by Helm's engine."""
+    import helm_python as helm  # only the chart needs it (tests/alerts/python_env.sh installs it)
+    helm.disable_logging()
+    try:
+        with helm.Chart.load(CHART) as chart:
+            out = chart.render(values, name=release, namespace=namespace, is_install=True)
+    except helm.HelmError as e:
+        raise ManifestError('helm template %s: %s' % (CHART, e))
+    return [d for _, text in sorted(out.items()) for d in yaml.safe_load_all(text) if d]
 
 
 def workload(objs, name):
@@ -111,14 +125,17 @@ def podman_args(objs, name, state_dir, publish=None, image=None):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--overlay', default='base')
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument('--overlay', default='base', help='kustomize target under deploy/kubernetes')
+    src.add_argument('--chart', action='store_true', help='the Helm chart with its default values')
     ap.add_argument('--workload', default='vigil-agent')
     ap.add_argument('--state-dir', required=True, help='where mounted ConfigMaps are written')
     ap.add_argument('--publish')
     ap.add_argument('--image')
     a = ap.parse_args()
     try:
-        print('\n'.join(podman_args(render(a.overlay), a.workload, a.state_dir, a.publish, a.image)))
+        objs = render_chart() if a.chart else render(a.overlay)
+        print('\n'.join(podman_args(objs, a.workload, a.state_dir, a.publish, a.image)))
     except ManifestError as e:
         print('podman_flags: %s' % e, file=sys.stderr)
         return 1

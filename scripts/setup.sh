@@ -44,5 +44,6 @@ command -v kubectl >/dev/null || echo "setup: warning: kubectl not found; the de
 "$(dirname "$0")/fetch_model.sh"
 
 # PyPI packages of the alerting, dashboard and deploy tests (pyyaml, kubernetes-validate,
+# helm-python-sdk: Helm's own engine, to render and lint the chart offline,
 # matplotlib), in a venv under build/ops-venv.
 "$(dirname "$0")/../tests/alerts/python_env.sh" >/dev/null

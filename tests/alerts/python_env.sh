@@ -5,8 +5,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 venv="$root/build/ops-venv"
-packages=(pyyaml==6.0.2 kubernetes-validate==1.37.0 matplotlib==3.10.7)
-check='import yaml, kubernetes_validate, matplotlib'
+packages=(pyyaml==6.0.2 kubernetes-validate==1.37.0 matplotlib==3.10.7 helm-python-sdk==0.2.2)
+check='import yaml, kubernetes_validate, matplotlib, helm_python'
 
 if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c "$check" 2>/dev/null; then
   echo "python_env: installing ${packages[*]} into $venv" >&2

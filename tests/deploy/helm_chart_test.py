@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""deploy/helm/vigil through Helm's own engine (helm-python-sdk: Helm's Go packages as a library):
+`helm lint --strict`, values.schema.json refusing wrong types, every agent config key reaching the
+agent's ConfigMap, the monitor, NetworkPolicy and dashboard toggles, and the PrometheusRule and
+dashboards equal to the generated files (alerts/generated, dashboards/generated).
+usage: helm_chart_test.py"""
+import glob
+import json
+import os
+import sys
+
+import helm_python as helm
+import yaml
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+sys.path.insert(0, os.path.join(ROOT, 'deploy'))
+import podman_flags  # noqa: E402
+
+CHART = podman_flags.CHART
+KUBE_VERSIONS = ['v1.29.0', 'v1.37.0']
+errors = []
+
+
+def check(ok, msg):
+    if not ok:
+        errors.append(msg)
+
+
+def objects(values=None):
+    return {(o['kind'], o['metadata']['name']): o for o in podman_flags.render_chart(values)}
+
+
+def lint():
+    for kube in KUBE_VERSIONS:
+        report = helm.lint(CHART, strict=True, kube_version=kube)
+        problems = [m for m in report['messages'] if m['severity'] >= 2] + report['errors']
+        print('helm lint --strict --kube-version %s: %d charts, %d warnings or errors' % (
+            kube, report['total_charts_linted'], len(problems)))
+        check(report['total_charts_linted'] == 1 and not problems, 'lint %s: %s' % (kube, problems))
+
+
+def schema_refuses():
+    """Wrong types must be refused before anything renders (values.schema.json)."""
+    for bad in ({'agent': {'config': {'probes': {'cuda': 'no'}}}},
+                {'agent': {'config': {'bpf_stats': 'yes'}}},
+                {'agent': {'config': {'probes': {'disable': 'cuda'}}}},
+                {'agent': {'monitor': {'sampleLimit': '1000'}}},
+                {'agent': {'monitor': {'kind': 'Probe'}}},
+                {'agent': {'nodeSelector': {'gpu': True}}},
+                {'worker': {'replicas': '2'}},
+                {'namespaces': {'agent': 'Vigil_System'}},
+                {'prometheusRule': {'runbookUrlBase': 'docs/runbooks/'}},
+                {'agent': {'networkPolicy': {'enabled': True, 'from': [{}]}}},
+                {'agent': {'imagee': {}}}):
+        try:
+            podman_flags.render_chart(bad)
+            errors.append('values accepted, the schema should refuse them: %s' % json.dumps(bad))
+        except podman_flags.ManifestError as e:
+            print('refused %s: %s' % (json.dumps(bad), str(e).splitlines()[-1].strip()))
+
+
+def agent_config_passes_through():
+    """Any agent key, known to the chart or not, reaches agent.yaml unchanged: the agent's own
+    parser (agent/config/config.cpp) is the judge of its keys."""
+    cfg = {'bpf_stats': True, 'probes': {'cuda': False, 'disable': ['tcp_retransmit', 'cuda_graph_launch']},
+           'libraries': {'discover': False, 'cuda': ['/usr/lib/x86_64-linux-gnu/libcuda.so.1']},
+           'kubernetes': {'container_logs': '/var/log/containers'}, 'tcp': {'top_peers': 7},
+           'a_key_added_later': {'nested': 1}}
+    objs = objects({'agent': {'config': cfg}})
+    rendered = yaml.safe_load(objs[('ConfigMap', 'vigil-agent')]['data']['agent.yaml'])
+    defaults = yaml.safe_load(open(os.path.join(CHART, 'values.yaml')))['agent']['config']
+    for key, value in cfg.items():
+        want = dict(defaults.get(key, {}), **value) if isinstance(value, dict) else value
+        check(rendered.get(key) == want, 'agent config %s: rendered %s, set %s' % (key, rendered.get(key), want))
+    print('agent.yaml with the set keys: %s' % json.dumps({k: rendered[k] for k in cfg}))
+    # The metrics port follows the config's listen address.
+    objs = objects({'agent': {'config': {'listen': '0.0.0.0:9500'}}})
+    port = objs[('DaemonSet', 'vigil-agent')]['spec']['template']['spec']['containers'][0]['ports'][0]['containerPort']
+    check(port == 9500, 'containerPort %s, listen says 9500' % port)
+
+
+def monitors():
+    objs = objects()
+    pm = objs[('PodMonitor', 'vigil-agent')]['spec']
+    relabel = pm['podMetricsEndpoints'][0]['relabelings']
+    check({'targetLabel': 'job', 'replacement': 'vigil-agent'} in relabel, 'agent PodMonitor sets job=vigil-agent')
+    check('sampleLimit' not in pm, 'sampleLimit 0 is not rendered (no limit)')
+    extra = {'action': 'replace', 'targetLabel': 'cluster', 'replacement': 'gpu-a'}
+    objs = objects({'agent': {'monitor': {'kind': 'ServiceMonitor', 'sampleLimit': 20000, 'interval': '30s',
+                                          'relabelings': [extra], 'labels': {'release': 'kps'}}}})
+    check(('PodMonitor', 'vigil-agent') not in objs, 'ServiceMonitor kind still renders a PodMonitor')
+    sm = objs[('ServiceMonitor', 'vigil-agent')]
+    ep = sm['spec']['endpoints'][0]
+    check(sm['spec']['sampleLimit'] == 20000 and ep['interval'] == '30s', 'ServiceMonitor sampleLimit/interval')
+    check(ep['relabelings'][:3] == relabel and ep['relabelings'][3:] == [extra],
+          'the rules\' relabelings first, the user\'s after: %s' % ep['relabelings'])
+    check(sm['metadata']['labels'].get('release') == 'kps', 'monitor labels')
+    svc = objs.get(('Service', 'vigil-agent'))
+    check(svc is not None and svc['spec']['clusterIP'] == 'None' and svc['spec']['ports'][0]['port'] == 9435,
+          'a ServiceMonitor gets a headless Service on the metrics port')
+    objs = objects({'agent': {'monitor': {'enabled': False}}, 'worker': {'monitor': {'enabled': False}}})
+    check(not any(k in ('PodMonitor', 'ServiceMonitor') for k, _ in objs), 'monitors disabled')
+    print('monitors: PodMonitor by default, ServiceMonitor + headless Service, sampleLimit, relabelings, off')
+
+
+def network_policy():
+    check(('NetworkPolicy', 'vigil-agent') not in objects(), 'NetworkPolicy off by default')
+    scraper = {'namespaceSelector': {'matchLabels': {'kubernetes.io/metadata.name': 'observability'}},
+               'podSelector': {'matchLabels': {'app': 'vmagent'}}}
+    np = objects({'agent': {'networkPolicy': {'enabled': True, 'from': [scraper]}}})[('NetworkPolicy', 'vigil-agent')]
+    check(np['spec']['podSelector']['matchLabels'] == {'app.kubernetes.io/name': 'vigil-agent'}, 'policy selects the agent')
+    check(np['spec']['policyTypes'] == ['Ingress'] and np['spec']['ingress'] == [
+        {'from': [scraper], 'ports': [{'port': 'metrics', 'protocol': 'TCP'}]}], 'only the scraper, only metrics: %s' % np['spec'])
+    print('NetworkPolicy: %s' % json.dumps(np['spec']))
+
+
+def rules_and_dashboards():
+    """The PrometheusRule's spec is alerts/generated/vigil.rules.yaml, the dashboards ConfigMap
+    holds dashboards/generated/*.json byte for byte; a runbook base moves every link."""
+    objs = objects()
+    generated = yaml.safe_load(open(os.path.join(ROOT, 'alerts', 'generated', 'vigil.rules.yaml')))
+    check(objs[('PrometheusRule', 'vigil')]['spec'] == generated, 'PrometheusRule differs from the generated rules')
+    alerts = [r for g in generated['groups'] for r in g['rules'] if 'alert' in r]
+    base = 'https://wiki.example.com/sre/vigil/'
+    moved = objects({'prometheusRule': {'runbookUrlBase': base}})[('PrometheusRule', 'vigil')]['spec']
+    urls = {r['alert']: r['annotations']['runbook_url'] for g in moved['groups'] for r in g['rules'] if 'alert' in r}
+    check(len(urls) == len(alerts) and all(u == '%s%s.md' % (base, a) for a, u in urls.items()),
+          'runbook links not all on %s: %s' % (base, urls))
+    files = {os.path.basename(f): open(f).read() for f in glob.glob(os.path.join(ROOT, 'dashboards', 'generated', '*.json'))}
+    cm = objs[('ConfigMap', 'vigil-dashboards')]
+    check(cm['data'] == files, 'dashboards ConfigMap differs from dashboards/generated: %s vs %s' % (sorted(cm['data']), sorted(files)))
+    check(cm['metadata']['labels'].get('grafana_dashboard') == '1', 'dashboards carry the sidecar label')
+    check(('ConfigMap', 'vigil-dashboards') not in objects({'dashboards': {'enabled': False}}), 'dashboards toggle')
+    check(('PrometheusRule', 'vigil') not in objects({'prometheusRule': {'enabled': False}}), 'rule toggle')
+    print('PrometheusRule = alerts/generated/vigil.rules.yaml (%d alerts, links moved to %s); dashboards = %d generated files'
+          % (len(alerts), base, len(files)))
+
+
+def main():
+    helm.disable_logging()
+    print('Helm SDK %s (helm-python-sdk %s)' % (helm.helm_sdk_version(), helm.__version__))
+    lint()
+    schema_refuses()
+    agent_config_passes_through()
+    monitors()
+    network_policy()
+    rules_and_dashboards()
+    for e in errors:
+        print('FAIL: ' + e)
+    sys.exit(1 if errors else 0)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The agent in its image, under exactly the DaemonSet's securityContext (deploy/podman_flags.py
-derives the podman flags from `kubectl kustomize deploy/kubernetes/base`), watching the worker in
-its image in a second container with a network namespace of its own:
+derives the podman flags from the DaemonSet that Helm's engine renders from deploy/helm/vigil, and
+they must equal those derived from `kubectl kustomize deploy/kubernetes/base`), under the runtime's
+default seccomp profile as the DaemonSet asks, watching the worker in its image in a second
+container with a network namespace of its own:
 
   (a) the worker container's TCP retransmits (nftables loss on the client's side of a veth):
       the agent's tcp_retransmits_total and tcp_synack_retransmits_total to the client equal the
@@ -170,7 +172,7 @@ def seccomp_mode(name):
 
 
 def agent_args(scene, port, drop=None):
-    args = podman_flags.podman_args(podman_flags.render('base'), 'vigil-agent', scene.state,
+    args = podman_flags.podman_args(podman_flags.render_chart(), 'vigil-agent', scene.state,
                                     publish='127.0.0.1:%d:9435' % port)
     if drop:
         caps = next(a for a in args if a.startswith('--cap-add='))
@@ -346,6 +348,12 @@ def main():
             fail('image %s missing (images/build.sh builds it)' % image)
     with Scene() as scene:
         port = listen_port()
+        kustomize_dir = os.path.join(scene.state, 'kustomize')
+        kustomize = podman_flags.podman_args(podman_flags.render('base'), 'vigil-agent', kustomize_dir,
+                                             publish='127.0.0.1:%d:9435' % port)
+        if [a.replace(kustomize_dir, scene.state) for a in kustomize] != agent_args(scene, port):
+            fail('the chart and the kustomize base give the agent different podman flags: %s vs %s'
+                 % (agent_args(scene, port), kustomize))
         podman('run', '-d', '--name', scene.agent, *agent_args(scene, port))
         metrics_url = 'http://127.0.0.1:%d/metrics' % port
         if wait_http('http://127.0.0.1:%d/readyz' % port, 'agent', alive=lambda: running(scene.agent)) is None:

@@ -62,7 +62,7 @@ def schema_refuses():
 def agent_config_passes_through():
     """Any agent key, known to the chart or not, reaches agent.yaml unchanged: the agent's own
     parser (agent/config/config.cpp) is the judge of its keys."""
-    cfg = {'bpf_stats': True, 'probes': {'cuda': False, 'disable': ['tcp_retransmit', 'cuda_graph_launch']},
+    cfg = {'bpf_stats': True, 'probes': {'cuda': False, 'disable': ['cuda:cuMemAlloc_v2', 'cuda:cuGraphLaunch']},
            'libraries': {'discover': False, 'cuda': ['/usr/lib/x86_64-linux-gnu/libcuda.so.1']},
            'kubernetes': {'container_logs': '/var/log/containers'}, 'tcp': {'top_peers': 7},
            'a_key_added_later': {'nested': 1}}

@@ -10,7 +10,9 @@ the routing of deploy/alertmanager, whose receivers are this test's webhook.
      communicator while TCP backs off -> the P1 VigilNcclTcpCorrelatedTimeouts pages; the link
      comes back -> both resolve while the process still runs.
   3. With --dashboards DIR: every panel query of the generated dashboards returns data from this
-     run (dashboards_check.py); with --render-to DIR each panel is drawn to a PNG there.
+     run (dashboards_check.py), and every panel of the agent dashboard's row "What Vigil costs
+     this node" a value other than 0 (BPF run time, runs, the agent's CPU, memory, fds, threads,
+     housekeeping); with --render-to DIR each panel is drawn to a PNG there.
 usage: alerting_e2e.py VIGIL_AGENT VIGIL_WORKER MODEL LIBCUDA TCP_BULK [--dashboards DIR] [--render-to DIR]"""
 import argparse
 import json
@@ -34,6 +36,8 @@ COLLECTIVE_TIMEOUT_S = 10
 RULE_OVERRIDES = {'graphFailuresWindow': '20s', 'p1For': '5s', 'timeoutRiskFor': '3s',
                   'correlatedTimeoutWindow': '20s', 'correlatedFor': '3s', 'fleetHistogramInterval': '1s'}
 PAGE, PAGERDUTY, TICKET = '/page', '/pagerduty', '/ticket'
+# What the agent costs its node (issue #32): every panel of this row must show more than zeros.
+COST_ROW = ('vigil-agent', 'What Vigil costs this node')
 
 
 class Worker:
@@ -243,7 +247,8 @@ def main():
                     fail("no completion succeeded during the run: the serving metrics would be empty")
                 if args.dashboards:
                     from dashboards_check import check_dashboards
-                    check_dashboards(stack, args.dashboards, began, time.time(), args.render_to)
+                    check_dashboards(stack, args.dashboards, began, time.time(), args.render_to,
+                                     nonzero_rows=[COST_ROW])
     finally:
         worker.stop()
     print("ok")

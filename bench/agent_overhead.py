@@ -1,34 +1,59 @@
 #!/usr/bin/env python3
-"""The agent's cost to the worker: vigil-worker's single-stream generation throughput with
-vigil-agent attached and without, in paired rounds, with a confidence interval. Needs root (BPF).
+"""The agent's cost charged to the worker: vigil-worker's own CPU time per generated token with
+vigil-agent attached and without, in paired rounds, until a 95 % confidence interval of the
+relative difference is narrower than the budget. Needs root (BPF).
 
-Each half of a round starts a worker (bench/load.py's server: CPU backend, 2 engine threads),
-runs load.py's closed loop of one stream (32-token prompts, 64 tokens out) for --warmup seconds
-not counted, then for --seconds counted, and stops it. The "on" half first starts the agent with
-its default configuration and waits until it serves /readyz (it watches exec events), then starts
-the worker, and counts only once the agent has logged that its USDT set is attached to the
-worker's binary; at the end the agent's vigil_agent_events_total{set="usdt"} must be above 0 (the
-worker's allocator probes fired into it: they fire at allocator changes, the worker's start-up),
-or the run fails. A lost or duplicated request (load.py's accounting) fails it too. The order of
-the halves alternates between rounds (off-on, on-off, ...) so that a drift of the machine falls
-on both sides.
+Each round starts one worker (bench/load.py's server: CPU backend, 2 engine threads), sends it
+one request not counted, and measures it twice, once with the agent attached and once without,
+each time over --requests requests one after another (32-token prompts, 64 tokens out,
+streamed; the same prompts every time): the worker's CPU time (utime + stime of all its
+threads, from its process CPU clock, exact to the nanosecond; /proc/PID/stat's tick-rounded
+utime + stime is printed beside it) before and after, and the generated tokens from the
+server's own usage counts. One worker per round because a fresh worker's CPU time per token
+differs from the last one's by up to ~15 % on this VM (where its memory landed), which a
+comparison across two processes would carry. The order alternates between rounds (on-off,
+off-on, ...) so that warm-up and drift fall on both sides. On first: the agent starts and serves
+/readyz before the worker starts, and is stopped (SIGTERM: every probe detached) before the
+"off" measurement; off first: the agent starts beside the running worker after it. Either way
+the "on" measurement starts only once the agent has logged its USDT set attached to the
+worker's binary and vigil_agent_probes_attached{set="usdt"} is above 0, and the worker's
+gpu_memory_allocator_block_allocations_total + ..._block_frees_total{pid=<worker>} on the agent's
+/metrics must grow while it is attached (on first: the worker's
+allocator probes at its start-up; off first: the agent stays until the worker has stopped, and
+the frees of its shutdown), or the run fails.
+The agent runs its default configuration except the cuda and nccl sets, off (this CPU worker
+maps neither library, and on a shared machine those sets attach to other processes'
+libraries, whose detach took 5 s each time), and with the worker's binary in libraries.usdt,
+so that its probes are in place before a worker starts (discovery would attach them a moment
+after the exec, after the start-up allocations). A lost or duplicated request fails the run too.
 
-Each round gives d = on / off - 1, the relative change of tokens/s (negative: slower with the
-agent). Reported: the mean of d with a 95 % Student-t interval over the rounds, and a 95 %
-percentile bootstrap interval of the mean (10,000 resamples of the rounds, fixed seed), which does
-not assume d normal.
+Each round gives d = on / off - 1 of CPU seconds per token (positive: the worker spends more with
+the agent). The second measurement in a worker is cheaper than the first whatever it is (4-6 %
+here: the worker still warming), so the rounds are analysed as the two-period crossover they
+are (bench/paired_interval.py's crossover_interval): the effect is the mean of the off-on
+rounds' mean d and the on-off rounds' mean d, its 95 % interval from the pooled variance within
+the two groups, which the period effect does not widen. After --min-rounds rounds, and after
+each round from then on, the interval is computed; the run stops as soon as its half-width is
+below --budget (0.5 %: then it resolves a 1 % overhead) and fails, exit 1, when --max-rounds or
+--max-minutes are reached first. With --state FILE every round is appended to FILE and the
+interval is over all rounds in it, so that one measurement can be spread over several runs,
+each short enough to share the machine (rounds are independent; the order keeps alternating
+across runs). Printed beside it: the plain paired t interval of the mean of d (which the period
+effect widens) and a 95 % percentile bootstrap interval of that mean, which does not assume d
+normal.
 
-usage: sudo bench/agent_overhead.py [--rounds 16] [--seconds 10] [--warmup 2]
+usage: sudo bench/agent_overhead.py [--requests 8] [--min-rounds 6] [--max-rounds 200]
+                                    [--max-minutes 9] [--budget 0.5] [--state FILE]
 """
 import argparse
-import math
+import json
 import os
-import random
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -37,17 +62,23 @@ sys.path.insert(0, os.path.join(ROOT, 'tests', 'e2e', 'agent'))
 sys.path.insert(0, os.path.join(ROOT, 'bench'))
 from harness import fail, listen_port, mapped_path, parse_metrics, require_root, select, wait_attached  # noqa: E402
 import load  # noqa: E402
+from paired_interval import bootstrap_interval, crossover_interval, t_interval  # noqa: E402
 
 START_TIMEOUT_S = 60  # a loaded 2-core machine: the agent's start and attach can take seconds
+CLK = os.sysconf('SC_CLK_TCK')
 
 
 class Agent:
-    """vigil-agent with its defaults (only the listen address set), its log kept for the attach line."""
+    """vigil-agent with its defaults but the cuda and nccl sets off and the worker's binary named in
+    libraries.usdt, its log kept for the attach line."""
 
-    def __init__(self, binary):
+    def __init__(self, binary, worker):
         self.port = listen_port()
         self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([binary, '--listen', '127.0.0.1:%d' % self.port],
+        self.cfg = tempfile.NamedTemporaryFile('w', suffix='.yaml')
+        self.cfg.write('probes: {cuda: false, nccl: false}\nlibraries: {usdt: [%s]}\n' % worker)
+        self.cfg.flush()
+        self.proc = subprocess.Popen([binary, '--listen', '127.0.0.1:%d' % self.port, '--config', self.cfg.name],
                                      stdout=subprocess.DEVNULL, stderr=self.log)
         deadline = time.time() + START_TIMEOUT_S
         while self.get('/readyz') != 'ready\n':
@@ -67,10 +98,10 @@ class Agent:
         self.log.seek(0)
         return self.log.read().decode(errors='replace')
 
-    def usdt_events(self):
-        found = select(parse_metrics(self.get('/metrics') or ''), 'vigil_agent_events_total', set='usdt')
+    def usdt(self, family):
+        found = select(parse_metrics(self.get('/metrics') or ''), family, set='usdt')
         if not found:
-            fail('the agent exports no vigil_agent_events_total{set="usdt"}')
+            fail('the agent exports no %s{set="usdt"}' % family)
         return found[0][1]
 
     def stop(self):
@@ -81,82 +112,183 @@ class Agent:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             fail('agent did not stop within 60 s of SIGTERM')
-
-
-def half(agent_bin, seconds, warmup):
-    """One half of a round: tokens/s of a fresh worker, with the agent when AGENT_BIN is given;
-    returns (tokens/s, the agent's USDT events or None)."""
-    agent = Agent(agent_bin) if agent_bin else None
-    try:
-        server = load.Server('vigil')
-        try:
-            if agent:
-                wait_attached(agent, 'usdt', mapped_path(server.proc.pid, 'vigil-worker'), START_TIMEOUT_S)
-            load.closed_loop(server.port, server.model_name, 1, warmup)
-            res, wall = load.closed_loop(server.port, server.model_name, 1, seconds)
         finally:
-            server.stop()
-        events = agent.usdt_events() if agent else None
-    finally:
-        if agent:
-            agent.stop()
+            self.cfg.close()
+
+
+def cpu_clock_s(pid):
+    """PID's CPU time, all threads, from its process CPU clock (clock_getcpuclockid's encoding)."""
+    return time.clock_gettime(((~pid) << 3) | 2)
+
+
+def stat_cpu_s(pid):
+    """utime + stime from /proc/PID/stat (clock ticks)."""
+    with open('/proc/%d/stat' % pid) as f:
+        fields = f.read().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK
+
+
+def requests(server, n):
+    """N streamed requests one after another; their records (load.py's accounting)."""
+    results, lock = [], threading.Lock()
+    for i in range(n):
+        load.one_request(server.port, server.model_name, i, 32, 64, 0, i, results, lock)
+    return results
+
+
+def measure(server, n_requests):
+    """The worker's (CPU s per token by its CPU clock, by /proc/PID/stat, tokens) over N_REQUESTS."""
+    pid = server.proc.pid
+    clock0, stat0 = cpu_clock_s(pid), stat_cpu_s(pid)
+    t0 = time.perf_counter()
+    res = requests(server, n_requests)
+    wall = time.perf_counter() - t0
+    clock1, stat1 = cpu_clock_s(pid), stat_cpu_s(pid)
     s = load.summarize(res, wall)
     if s['lost'] or s['duplicated']:
         fail('%d requests lost, %d duplicated' % (s['lost'], s['duplicated']))
-    if agent and events <= 0:
-        fail('the agent counted no USDT event of the worker it attached to')
-    return s['gen_tps'], events
+    tokens = sum(r['usage_tokens'] for r in res)
+    return (clock1 - clock0) / tokens, (stat1 - stat0) / tokens, tokens
 
 
-def t_quantile(p, df):
-    """Student t's P quantile (P > 0.5): bisection on its CDF, the density integrated by Simpson's
-    rule (no scipy on the machines this runs on)."""
-    c = math.gamma((df + 1) / 2) / (math.sqrt(df * math.pi) * math.gamma(df / 2))
-
-    def cdf(x, n=2000):
-        h = x / n
-        f = [c * (1 + (i * h) ** 2 / df) ** (-(df + 1) / 2) for i in range(n + 1)]
-        return 0.5 + h / 3 * (f[0] + f[-1] + 4 * sum(f[1:-1:2]) + 2 * sum(f[2:-1:2]))
-    lo, hi = 0.0, 100.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if cdf(mid) < p else (lo, mid)
-    return (lo + hi) / 2
+def attached(agent, worker):
+    """Fails unless the agent has logged its USDT set attached to WORKER's file and
+    vigil_agent_probes_attached{set="usdt"} is above 0."""
+    wait_attached(agent, 'usdt', worker, START_TIMEOUT_S)
+    if agent.usdt('vigil_agent_probes_attached') <= 0:
+        fail('the agent logged its usdt set attached to %s but exports no usdt link' % worker)
 
 
-def intervals(d):
-    """(mean, 95 % t interval, 95 % bootstrap percentile interval) of the mean of D."""
-    m, n = statistics.mean(d), len(d)
-    half_width = t_quantile(0.975, n - 1) * statistics.stdev(d) / math.sqrt(n)
-    rng = random.Random(26)
-    means = sorted(statistics.mean(rng.choices(d, k=n)) for _ in range(10000))
-    return m, (m - half_width, m + half_width), (means[249], means[9749])
+def worker_events(agent, pid):
+    """The worker's allocator blocks handed out and given back as the agent counted them: its own
+    USDT events, not other processes' (series stay a grace period after the worker exits)."""
+    scrape = parse_metrics(agent.get('/metrics') or '')
+    return sum(v for family in ('gpu_memory_allocator_block_allocations_total', 'gpu_memory_allocator_block_frees_total')
+               for _, v in select(scrape, family, pid=pid, allocator='vigil'))
+
+
+def one_round(agent_bin, order, n_requests, threads):
+    """One worker, measured with the agent and without it in ORDER: {'on'|'off': measure()}. The
+    agent's USDT events must grow while it is attached: on first, the worker starts after the
+    agent and its allocator's start-up probes fire into it; off first, the agent stays attached
+    until the worker has stopped, and the frees of its shutdown fire into it."""
+    worker = os.path.realpath(load.WORKER)
+    got, agent = {}, None
+    try:
+        if order[0] == 'on':
+            agent = Agent(agent_bin, worker)
+            attached(agent, worker)
+        server = load.Server('vigil', threads=threads)
+        pid = server.proc.pid
+        try:
+            requests(server, 1)  # not counted: the first request's one-time work
+            for h in order:
+                if h == 'on' and agent is None:
+                    agent = Agent(agent_bin, worker)
+                    attached(agent, worker)
+                    events0 = worker_events(agent, pid)
+                elif h == 'off' and agent is not None:
+                    check_events(agent, pid, 0)
+                    agent.stop()
+                    agent = None
+                got[h] = measure(server, n_requests)
+        finally:
+            server.stop()
+        if agent is not None:
+            check_events(agent, pid, events0)
+    finally:
+        if agent is not None:
+            agent.stop()
+    return got
+
+
+def check_events(agent, pid, before):
+    now = worker_events(agent, pid)
+    if now <= before:
+        fail("the agent counted no allocator event of the worker (pid %d) while attached (%d -> %d): its USDT "
+             "probes did not fire" % (pid, before, now))
+
+
+def by_order(rounds, order, on, off):
+    return [x[on] / x[off] - 1 for x in rounds if x['order'] == order]
+
+
+def crossover(rounds, on, off):
+    """(effect, half-width) of on/off - 1 over ROUNDS, with keys ON and OFF, as a crossover."""
+    return crossover_interval(by_order(rounds, 'off-on', on, off), by_order(rounds, 'on-off', on, off))
+
+
+def load_rounds(path):
+    if not path or not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--rounds', type=int, default=16)
-    ap.add_argument('--seconds', type=float, default=10, help='counted, in each half')
-    ap.add_argument('--warmup', type=float, default=2, help='not counted, in each half')
+    ap.add_argument('--requests', type=int, default=8, help='counted, in each half')
+    ap.add_argument('--threads', type=int, default=2, help="the worker's engine threads")
+    ap.add_argument('--min-rounds', type=int, default=6)
+    ap.add_argument('--max-rounds', type=int, default=200, help='in all, with the rounds of --state')
+    ap.add_argument('--max-minutes', type=float, default=9, help='no round is started that would end later')
+    ap.add_argument('--budget', type=float, default=0.5, help='largest half-width of the interval, %%')
+    ap.add_argument('--state', help='a file of rounds (JSON lines): read at start, each new round appended')
     ap.add_argument('--agent', default=os.path.join(ROOT, 'build', 'dev', 'agent', 'vigil-agent'))
     a = ap.parse_args()
-    if a.rounds < 2:
-        fail('--rounds: at least 2 (an interval needs them)')
+    if a.min_rounds < 4:
+        fail('--min-rounds: at least 4 (two of each order)')
     require_root()
     load.WORKER = os.environ.get('VIGIL_WORKER', os.path.join(ROOT, 'build', 'dev', 'worker', 'vigil-worker'))
-    print('%5s %7s %10s %10s %8s %12s' % ('round', 'order', 'off tok/s', 'on tok/s', 'on/off', 'usdt events'), flush=True)
-    d = []
-    for r in range(a.rounds):
-        order = ('off', 'on') if r % 2 == 0 else ('on', 'off')
-        got = {h: half(a.agent if h == 'on' else None, a.seconds, a.warmup) for h in order}
-        d.append(got['on'][0] / got['off'][0] - 1)
-        print('%5d %7s %10.1f %10.1f %8.4f %12d' % (r + 1, '-'.join(order), got['off'][0], got['on'][0], 1 + d[-1],
-                                                   got['on'][1]), flush=True)
-    m, t_ci, boot_ci = intervals(d)
-    print('on/off - 1 over %d paired rounds of %.0f s: mean %+.2f %%, 95 %% t interval [%+.2f %%, %+.2f %%], '
-          '95 %% bootstrap interval [%+.2f %%, %+.2f %%] (sd of a round %.2f %%)'
-          % (len(d), a.seconds, 100 * m, 100 * t_ci[0], 100 * t_ci[1], 100 * boot_ci[0], 100 * boot_ci[1],
-             100 * statistics.stdev(d)))
+    rounds = load_rounds(a.state)
+    print('%d rounds from %s' % (len(rounds), a.state) if rounds else 'no earlier rounds', flush=True)
+    print('%5s %7s %13s %13s %8s %10s %7s' % ('round', 'order', 'off ms/token', 'on ms/token', 'on/off',
+                                              'stat on/off', 'tokens'), flush=True)
+    start, new = time.time(), 0
+    mean = half_width = None
+    while len(rounds) < a.max_rounds:
+        elapsed = time.time() - start
+        if new and elapsed + elapsed / new > 60 * a.max_minutes:
+            break
+        order = ('off', 'on') if len(rounds) % 2 == 0 else ('on', 'off')
+        got = one_round(a.agent, order, a.requests, a.threads)
+        r = {'order': '-'.join(order), 'off': got['off'][0], 'on': got['on'][0], 'off_stat': got['off'][1],
+             'on_stat': got['on'][1], 'tokens': got['on'][2], 'threads': a.threads, 'requests': a.requests,
+             'at': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}
+        rounds.append(r)
+        new += 1
+        if a.state:
+            with open(a.state, 'a') as f:
+                f.write(json.dumps(r) + '\n')
+        print('%5d %7s %13.4f %13.4f %8.4f %10.4f %7d' % (len(rounds), r['order'], 1e3 * r['off'], 1e3 * r['on'],
+                                                           r['on'] / r['off'], r['on_stat'] / r['off_stat'],
+                                                           r['tokens']), flush=True)
+        if len(rounds) >= a.min_rounds:
+            mean, half_width = crossover(rounds, 'on', 'off')
+            if 100 * half_width < a.budget:
+                break
+    if mean is None:
+        fail('only %d rounds: no interval' % len(rounds))
+    d = [x['on'] / x['off'] - 1 for x in rounds]
+    pm, ph = t_interval(d)
+    boot = bootstrap_interval(d)
+    ms, hs = crossover(rounds, 'on_stat', 'off_stat')
+    period = (statistics.mean(by_order(rounds, 'on-off', 'on', 'off')) -
+              statistics.mean(by_order(rounds, 'off-on', 'on', 'off'))) / 2
+    print('CPU s per token, on/off - 1 over %d rounds (%d in this run, %.1f min): crossover effect %+.2f %%, '
+          '95 %% interval [%+.2f %%, %+.2f %%] (half-width %.2f %%); second-period effect %+.2f %%; '
+          'by /proc/PID/stat utime+stime [%+.2f %%, %+.2f %%]; plain mean of d %+.2f %%, 95 %% t interval '
+          '[%+.2f %%, %+.2f %%], bootstrap [%+.2f %%, %+.2f %%], sd of a round %.2f %%'
+          % (len(d), new, (time.time() - start) / 60, 100 * mean, 100 * (mean - half_width),
+             100 * (mean + half_width), 100 * half_width, -100 * period, 100 * (ms - hs), 100 * (ms + hs),
+             100 * pm, 100 * (pm - ph), 100 * (pm + ph), 100 * boot[0], 100 * boot[1], 100 * statistics.stdev(d)),
+          flush=True)
+    if 100 * half_width >= a.budget:
+        fail('the interval does not resolve the budget: half-width %.2f %% >= %.2f %% after %d rounds%s'
+             % (100 * half_width, a.budget, len(d), ' (run again with the same --state to add rounds)'
+                if a.state and len(d) < a.max_rounds else ''))
+    verdict = 'holds' if mean + half_width <= 0.01 else 'is not shown'
+    print('overhead <= 1 %% %s: the upper end of the interval is %+.2f %%' % (verdict, 100 * (mean + half_width)))
 
 
 if __name__ == '__main__':

@@ -58,6 +58,19 @@ def t_interval(d, level=0.95):
     return statistics.mean(d), t_quantile(0.5 + level / 2, n - 1) * statistics.stdev(d) / math.sqrt(n)
 
 
+def crossover_interval(d_ab, d_ba, level=0.95):
+    """(effect, half-width) of a two-period crossover: D_AB are the rounds measured A then B, D_BA
+    those measured B then A, each value B/A - 1 (or B - A). Whatever the second period adds is in
+    both groups with opposite signs, so the effect is the mean of the two groups' means, and its
+    interval uses the pooled variance within the groups (df n_ab + n_ba - 2): a period effect
+    neither biases it nor widens it (Jones & Kenward, Design and Analysis of Cross-Over Trials,
+    section 2.3). Each group needs at least 2 rounds."""
+    n1, n2 = len(d_ab), len(d_ba)
+    pooled = ((n1 - 1) * statistics.variance(d_ab) + (n2 - 1) * statistics.variance(d_ba)) / (n1 + n2 - 2)
+    effect = (statistics.mean(d_ab) + statistics.mean(d_ba)) / 2
+    return effect, t_quantile(0.5 + level / 2, n1 + n2 - 2) * 0.5 * math.sqrt(pooled * (1 / n1 + 1 / n2))
+
+
 def bootstrap_interval(d, level=0.95, resamples=10000, seed=26):
     """Percentile bootstrap interval of the mean of D: a check that does not assume D normal."""
     rng = random.Random(seed)

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """bench/paired_interval.py against published values: Student t quantiles from the standard table
-(e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2), and the paired interval of Student's sleep data as R's
-t.test(extra ~ group, data = sleep, paired = TRUE) reports it (95 % CI -2.4598858 -0.7001142)."""
+(e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2), the paired interval of Student's sleep data as R's
+t.test(extra ~ group, data = sleep, paired = TRUE) reports it (95 % CI -2.4598858 -0.7001142),
+and the crossover interval, which is half the pooled two-sample interval of the AB group against
+the BA group negated: R's t.test(extra ~ group, data = sleep, var.equal = TRUE) gives
+-3.363874 0.203874 for group 1 against group 2."""
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'bench'))
-from paired_interval import t_interval, t_quantile  # noqa: E402
+from paired_interval import crossover_interval, t_interval, t_quantile  # noqa: E402
 
 # (p, df, quantile): upper critical values of the t distribution, table to 3 decimals.
 TABLE = [(0.975, 1, 12.706), (0.975, 2, 4.303), (0.975, 3, 3.182), (0.975, 5, 2.571), (0.975, 9, 2.262),
@@ -27,10 +30,14 @@ def main():
     mean, half = t_interval([a - b for a, b in zip(GROUP1, GROUP2)])
     if abs(mean - half - -2.4598858) > 1e-6 or abs(mean + half - -0.7001142) > 1e-6:
         bad.append('sleep data interval [%.7f, %.7f], R says [-2.4598858, -0.7001142]' % (mean - half, mean + half))
+    effect, half = crossover_interval(GROUP1, [-x for x in GROUP2])
+    if abs(2 * (effect - half) - -3.363874) > 1e-5 or abs(2 * (effect + half) - 0.203874) > 1e-5:
+        bad.append('crossover interval x 2 [%.6f, %.6f], R says [-3.363874, 0.203874]'
+                   % (2 * (effect - half), 2 * (effect + half)))
     for line in bad:
         print('FAIL: ' + line)
     if not bad:
-        print('ok: %d table quantiles, the sleep data interval' % len(TABLE))
+        print('ok: %d table quantiles, the sleep data paired and crossover intervals' % len(TABLE))
     return 1 if bad else 0
 
 

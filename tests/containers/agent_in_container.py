@@ -107,7 +107,12 @@ def retrans_settled():
                          capture_output=True, text=True)
     if out.returncode != 0:
         return None
-    return sum(c['value'] for e in json.loads(out.stdout) for c in e['formatted']['values'])
+    # One matching map gives its entries; several (another agent's still loaded, or one without
+    # BTF, whose entries have no 'formatted') give other shapes: only printed, so say so.
+    try:
+        return sum(c['value'] for e in json.loads(out.stdout) for c in e['formatted']['values'])
+    except (KeyError, TypeError, ValueError):
+        return 'unreadable (%d bytes of bpftool output)' % len(out.stdout)
 
 
 def running(name):

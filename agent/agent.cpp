@@ -18,16 +18,14 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <sstream>
 #include <thread>
 #include <vector>
-
-#include <prometheus/text_serializer.h>
 
 #include "collectors/process_collector.h"
 #include "collectors/self_collector.h"
 #include "discovery/library_watch.h"
 #include "discovery/process_table.h"
+#include "export/exposition.h"
 #include "export/http_server.h"
 #include "probes/bpf_util.h"
 #include "probes/ring_reader.h"
@@ -142,9 +140,7 @@ class Agent {
     }
     series_.observe(all);
     for (auto& f : series_.families()) all.push_back(std::move(f));
-    std::ostringstream out;
-    prometheus::TextSerializer().Serialize(out, all);
-    return out.str();
+    return render_exposition(all);
   }
 
   const Config& cfg_;

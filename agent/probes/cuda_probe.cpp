@@ -105,10 +105,10 @@ int CudaProbe::on_failure(void* ctx, void* data, size_t size) {
   if (!self->log_limit_.allow()) return 0;
   std::fprintf(stderr,
                "vigil-agent: cuda failure: pid=%u tid=%u comm=%.16s %s -> %s stream=0x%llx "
-               "graph=0x%llx size=%llu t=%llu ns\n",
+               "graph=0x%llx size=%llu t=%llu ns code=%d\n",
                f.tgid, f.tid, f.comm, cuda_fn_name(f.fn), cuda_result_name(f.result).c_str(),
                static_cast<unsigned long long>(f.stream), static_cast<unsigned long long>(f.graph),
-               static_cast<unsigned long long>(f.size), static_cast<unsigned long long>(f.ts_ns));
+               static_cast<unsigned long long>(f.size), static_cast<unsigned long long>(f.ts_ns), f.result);
   return 0;
 }
 

@@ -32,7 +32,7 @@ std::string nccl_result_name(int result) {
                                        "ncclInternalError", "ncclInvalidArgument",    "ncclInvalidUsage",
                                        "ncclRemoteError",   "ncclInProgress"};
   if (result >= 0 && result < static_cast<int>(std::size(kNames))) return kNames[result];
-  return "ncclResult" + std::to_string(result);
+  return "other";  // one label value for every unknown code (the log line has the number)
 }
 
 void NcclProbe::SkelDeleter::operator()(nccl_bpf* s) const { nccl_bpf__destroy(s); }
@@ -72,9 +72,9 @@ int NcclProbe::on_failure(void* ctx, void* data, size_t size) {
   std::memcpy(&f, data, sizeof f);
   self->stats_.ringbuf_event("nccl");
   if (!self->log_limit_.allow()) return 0;
-  std::fprintf(stderr, "vigil-agent: nccl failure: pid=%u comm=%.16s %s -> %s ncclComm=0x%llx nranks=%d rank=%d\n",
+  std::fprintf(stderr, "vigil-agent: nccl failure: pid=%u comm=%.16s %s -> %s ncclComm=0x%llx nranks=%d rank=%d code=%d\n",
                f.tgid, f.comm, nccl_fn_name(f.fn), nccl_result_name(f.result).c_str(),
-               static_cast<unsigned long long>(f.comm_handle), f.nranks, f.rank);
+               static_cast<unsigned long long>(f.comm_handle), f.nranks, f.rank, f.result);
   return 0;
 }
 

@@ -23,7 +23,12 @@ per container and program (one pod per node: every rank's share in one series). 
         I's address stalled: the P1 VigilNcclTcpCrossNodeCorrelatedTimeouts for node I's rank with
         peer_node node I+1, nothing for node I+1
   down  the endpoint answers 503 (the agent hangs or crashes; its target stays)
-  gone  the target leaves the file_sd list and the endpoint answers 404 (the pod is gone)
+  gone  the target leaves the file_sd list at once and the endpoint answers 404 GONE_AFTER_S later
+        (the pod is deleted: Kubernetes removes its endpoint when it starts terminating, and the
+        container serves on through its termination grace; a scraper that has not applied the new
+        list yet scrapes it once more, not a 404: Prometheus applies discovery updates at most
+        every 5 s, vmagent at its own pace, and a 404 in that gap would count as one engine's
+        agent down and not the other's)
 Node I's address is 10.64.<I // 256>.<I % 256> (its agent at port 9435, the instance label); a
 rank's `peer` is the next node's. Families that hold addresses, synthesized here for every
 node (the recorded ones name the recording host's veth pair): nccl_tcp_collective_peers (each rank's connections to the previous and the next node, from
@@ -41,6 +46,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+# How long a gone node's endpoint still serves after it left discovery (see "gone" above).
+GONE_AFTER_S = 15
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 IDENTITY = ('pid', 'comm', 'container_id', 'pod_uid', 'namespace', 'pod', 'container')
 GPU_FAMILIES = ('gpu_', 'cuda_')  # the families the gpu fault changes; tcp_ and nccl_ for tcp
@@ -283,13 +290,16 @@ class Fleet:
         os.rename(self.sd_file + '.tmp', self.sd_file)
         self.listed = listed
 
+    def gone(self, node, t):
+        return any(f['kind'] == 'gone' and f['start'] + GONE_AFTER_S <= t < f['end'] for f in node.faults)
+
     def answer(self, path):
         t = time.time() - self.t0
         m = re.match(r'^/node/(\d+)/metrics$', path)
         if not m or int(m.group(1)) >= len(self.nodes):
             return 404, b'no such node\n'
         node = self.nodes[int(m.group(1))]
-        if self.active(node, 'gone', t):
+        if self.gone(node, t):
             return 404, b'gone\n'
         if self.active(node, 'down', t):
             return 503, b'agent not answering\n'

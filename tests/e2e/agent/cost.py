@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 
-from harness import Agent, fail, promtool_check, require_root, run_workload, total
+from harness import Agent, exit_workload, fail, promtool_check, require_root, run_workload, total
 
 BASE = 'probes: {tcp: false, nccl: false, usdt: false}\n'
 
@@ -27,9 +27,7 @@ def runs(agent, program):
 def workload_calls(agent, workload_bin):
     """Runs the workload to its end; returns its own count of driver calls, by function."""
     w, truth = run_workload(agent, [workload_bin], 'cuda', 'libcuda.so')
-    w.stdin.write('\n')
-    w.stdin.flush()
-    w.wait(timeout=10)
+    exit_workload(w)
     return truth['calls']
 
 

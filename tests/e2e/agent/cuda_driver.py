@@ -15,7 +15,7 @@ import shutil
 import sys
 import time
 
-from harness import Agent, declared_total, fail, promtool_check, require_root, run_workload, select, total
+from harness import Agent, declared_total, exit_workload, fail, promtool_check, require_root, run_workload, select, total
 
 GRACE_S = 1
 
@@ -45,12 +45,6 @@ def expect_sizes(samples, sizes, when):
     ok &= expect('size sum, ' + when, sum(v for n, _, v in got if n.endswith('_sum')), sum(sizes))
     ok &= expect('size count, ' + when, sum(v for n, _, v in got if n.endswith('_count')), len(sizes))
     return ok
-
-
-def exit_workload(w):
-    w.stdin.write('\n')
-    w.stdin.flush()
-    w.wait(timeout=10)
 
 
 def by_label(samples, name, pid, label):

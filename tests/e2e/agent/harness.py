@@ -217,6 +217,13 @@ def run_workload(agent, argv, set_name, library, env=None, timeout=15):
     return w, json.loads(w.stdout.readline())
 
 
+def exit_workload(w):
+    """Lets a stand-in workload started by run_workload exit (its second stdin line) and reaps it."""
+    w.stdin.write('\n')
+    w.stdin.flush()
+    w.wait(timeout=10)
+
+
 def wait_attached(agent, set_name, path, timeout=15):
     """Waits until the agent has attached SET_NAME's probes to the file at PATH (as a process
     maps it). Other processes on a shared machine may have made the agent attach elsewhere, so

@@ -11,7 +11,7 @@ import shutil
 import sys
 import tempfile
 
-from harness import Agent, fail, promtool_check, require_root, run_workload, select, total
+from harness import Agent, exit_workload, fail, promtool_check, require_root, run_workload, select, total
 
 NAME = b'\xffcuda\xc0\x80\xed\xa0\x80'
 SHOWN = '\ufffdcuda\ufffd\ufffd\ufffd\ufffd\ufffd'
@@ -47,9 +47,7 @@ def main():
         print("allocations: agent %d, workload %d" % (got, len(truth['sizes'])))
         if got != len(truth['sizes']):
             fail("the hostile-named process's allocations differ from its own count")
-        w.stdin.write('\n')
-        w.stdin.flush()
-        w.wait(timeout=10)
+        exit_workload(w)
     print("PASS")
 
 

@@ -263,31 +263,53 @@ int retransmit_tp(struct trace_event_raw_tcp_retransmit_skb *ctx)
 	return on_retransmit(BPF_CORE_READ(ctx, skaddr), BPF_CORE_READ(ctx, skbaddr));
 }
 
-/* skaddr is the listener, which has no peer: the peer is the request's, which the event carries
- * (include/trace/events/tcp.h: daddr and daddr_v6 from the inet_request_sock's ir_rmt_addr and
- * ir_v6_rmt_addr, family from the listener). */
-SEC("tracepoint/tcp/tcp_retransmit_synack")
-int retransmit_synack(struct trace_event_raw_tcp_retransmit_synack *ctx)
+/* One SYN-ACK retransmitted by a listener for a connection request; the peer is the request's
+ * (the listener itself has none), as include/trace/events/tcp.h's tcp_retransmit_synack records
+ * it: family from the listener, address from the inet_request_sock's ir_rmt_addr/ir_v6_rmt_addr
+ * (its sock_common's skc_daddr/skc_v6_daddr). */
+static __always_inline int on_synack_retransmit(const struct sock *listener, __u16 family, const void *daddr)
 {
 	static const struct tcp_peer_val zero;
-	__u64 key = (__u64)BPF_CORE_READ(ctx, skaddr);
+	__u64 key = (__u64)listener;
 	struct tcp_owner *owner = bpf_map_lookup_elem(&owners, &key);
 	struct tcp_peer_key k = {};
 	struct tcp_peer_val *v;
 
 	stat_inc(VIGIL_STAT_EVENTS);
 	k.tgid = owner ? owner->tgid : 0;
-	k.family = BPF_CORE_READ(ctx, family);
-	if (k.family == AF_INET6)
-		bpf_core_read(k.daddr, 16, &ctx->daddr_v6);
-	else
-		bpf_core_read(k.daddr, 4, &ctx->daddr);
+	k.family = family;
+	bpf_probe_read_kernel(k.daddr, family == AF_INET6 ? 16 : 4, daddr);
 	v = lookup_or_init(&peers, &k, &zero);
 	if (v) {
 		__sync_fetch_and_add(&v->retrans_segs, 1);
 		__sync_fetch_and_add(&v->synack_retrans, 1);
 	}
 	return 0;
+}
+
+/* The tp_btf form runs whenever the event fires. The classic tracepoint below is skipped (and
+ * counted as a recursion miss) while any kprobe or classic tracepoint program runs on the CPU, or
+ * while the kernel copies a map for a bpf(2) caller there (bpf_prog_active): a SYN-ACK timer
+ * firing during a scrape was a lost count. */
+SEC("tp_btf/tcp_retransmit_synack")
+int BPF_PROG(synack_btf, const struct sock *sk, const struct request_sock *req)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+
+	if (family == AF_INET6)
+		return on_synack_retransmit(sk, family, &req->__req_common.skc_v6_daddr);
+	return on_synack_retransmit(sk, family, &req->__req_common.skc_daddr);
+}
+
+/* Fallback for kernels whose BTF lacks the tracepoint's typedef. */
+SEC("tracepoint/tcp/tcp_retransmit_synack")
+int synack_tp(struct trace_event_raw_tcp_retransmit_synack *ctx)
+{
+	__u16 family = BPF_CORE_READ(ctx, family);
+
+	if (family == AF_INET6)
+		return on_synack_retransmit(BPF_CORE_READ(ctx, skaddr), family, &ctx->daddr_v6);
+	return on_synack_retransmit(BPF_CORE_READ(ctx, skaddr), family, &ctx->daddr);
 }
 
 SEC("tp_btf/tcp_send_reset")

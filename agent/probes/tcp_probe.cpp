@@ -1,6 +1,6 @@
 // Loads tcp.bpf.c: tp_btf programs need their tracepoint's BTF typedef, so each is checked first
 // and left out (counted as "tracepoint_missing") when absent; the retransmit tracepoint falls
-// back to the classic tracepoint, which every kernel since 4.15 has.
+// back to the classic tracepoint, which every kernel since 4.15 has (SYN-ACK retransmits likewise).
 #include "probes/tcp_probe.h"
 
 #include <linux/types.h>
@@ -43,26 +43,29 @@ TcpProbe::TcpProbe(const std::string& btf_path, AgentStats& stats, const std::se
   skel_.reset(tcp_bpf__open_opts(&opts));
   if (!skel_) throw std::runtime_error("open tcp.bpf.o: " + errno_reason(errno));
 
+  // A tp_btf program whose tracepoint the kernel's BTF lacks is left out; the two retransmit
+  // ones have a classic-tracepoint fallback instead (exactly one of each pair is loaded). The
+  // tp_btf forms come first: classic tracepoint programs are skipped while the CPU runs another
+  // BPF program or copies a map for user space (bpf/tcp.bpf.c, synack_btf).
   struct Optional {
     bpf_program* prog;
     const char* tracepoint;
+    bpf_program* fallback;
   };
   const Optional btf_programs[] = {
-      {skel_->progs.retransmit_btf, "tcp_retransmit_skb"},
-      {skel_->progs.send_reset, "tcp_send_reset"},
-      {skel_->progs.receive_reset, "tcp_receive_reset"},
-      {skel_->progs.set_state, "inet_sock_set_state"},
-      {skel_->progs.sendmsg_locked, "tcp_sendmsg_locked"},
+      {skel_->progs.retransmit_btf, "tcp_retransmit_skb", skel_->progs.retransmit_tp},
+      {skel_->progs.synack_btf, "tcp_retransmit_synack", skel_->progs.synack_tp},
+      {skel_->progs.send_reset, "tcp_send_reset", nullptr},
+      {skel_->progs.receive_reset, "tcp_receive_reset", nullptr},
+      {skel_->progs.set_state, "inet_sock_set_state", nullptr},
+      {skel_->progs.sendmsg_locked, "tcp_sendmsg_locked", nullptr},
   };
-  bool have_btf_retransmit = true;
   for (const auto& p : btf_programs) {
-    if (kernel_has_btf_tracepoint(btf_path, p.tracepoint)) continue;
-    bpf_program__set_autoload(p.prog, false);
-    if (p.prog == skel_->progs.retransmit_btf) have_btf_retransmit = false;
-    else stats_.attach_failure("tcp", "tracepoint_missing");
+    const bool have = kernel_has_btf_tracepoint(btf_path, p.tracepoint);
+    bpf_program__set_autoload(p.prog, have);
+    if (p.fallback) bpf_program__set_autoload(p.fallback, !have);
+    else if (!have) stats_.attach_failure("tcp", "tracepoint_missing");
   }
-  // Exactly one of the two retransmit programs is loaded.
-  bpf_program__set_autoload(skel_->progs.retransmit_tp, !have_btf_retransmit);
   bpf_program* prog = nullptr;
   bpf_object__for_each_program(prog, skel_->obj) if (off.count(tracepoint_of(prog))) bpf_program__set_autoload(prog, false);
 

@@ -448,6 +448,11 @@ def main():
                 for l, v in select(s, name):  # where the difference went: another peer, "other"
                     print('  %s{pid=%s, comm=%s, container_id=%s, peer=%s} %d'
                           % (name, l.get('pid'), l.get('comm'), (l.get('container_id') or '')[:12], l.get('peer'), v))
+                mine_syn, unattributed_syn, _ = by_owner(s, 'tcp_synack_retransmits_total', C_ADDR, cid)
+                misses = {l['program']: v for l, v in select(s, 'vigil_agent_bpf_program_recursion_misses_total',
+                                                             set='tcp') if v > 0}
+                print('  of which SYN-ACK: agent %d, kernel %d; programs the kernel skipped: %s'
+                      % (mine_syn + unattributed_syn, syn_kernel, misses or 'none counted'))
                 fail('%s to %s: the container\'s %d + unattributed %d != the kernel\'s %d in the worker namespace'
                      % (name, C_ADDR, mine, unattributed, truth))
             if unattributed > 0.05 * truth:

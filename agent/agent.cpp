@@ -45,7 +45,7 @@ class Agent {
         run_time_stats_(cfg.bpf_stats),
         pod_names_(cfg.container_logs),
         processes_("/proc", cfg.grace_period),
-        libraries_("/proc", cfg.discovery_interval) {
+        libraries_("/proc", cfg.discovery_interval, stats_) {
     processes_.set_pod_names(&pod_names_);
     if (!run_time_stats_.why_not().empty() && run_time_stats_.why_not() != "disabled_by_config")
       std::fprintf(stderr, "vigil-agent: BPF run-time statistics off (%s): program run time is not counted\n",
@@ -121,10 +121,12 @@ class Agent {
   }
 
   void discover() {
+    // The hits' files stay open until every set has attached (libbpf and the kernel open them
+    // through /proc/self/fd); attached probes hold the inode, not the file.
     LibraryWatch::Scan scan = libraries_.scan();
     // Libraries no process maps any more lose their probes after the grace period.
     if (scan.full)
-      for (const auto& set : sets_) set->on_full_scan(scan.hits);
+      for (const auto& set : sets_) set->on_full_scan(scan.mapped);
     for (const auto& hit : scan.hits)
       for (const auto& set : sets_) set->on_library(hit);
   }

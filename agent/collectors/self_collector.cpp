@@ -4,6 +4,7 @@
 #include "collectors/self_collector.h"
 
 #include "collectors/metric_builder.h"
+#include "discovery/mapped_file.h"
 #include "vigil/version.h"
 
 namespace vigil::agent {
@@ -25,6 +26,15 @@ std::vector<prometheus::MetricFamily> SelfCollector::Collect() const {
                               "Probes that could not be attached, by set and reason.", MetricType::Counter);
   for (const auto& [key, n] : s.attach_failures)
     add_sample(failures, {{"set", key.first}, {"reason", key.second}}, static_cast<double>(n));
+  auto refused = make_family("vigil_agent_discovery_refused_total",
+                             "Mapped files and processes' maps discovery did not use (or used partially), "
+                             "by reason: docs/probes-agent.md, what the agent trusts.",
+                             MetricType::Counter);
+  for (Refusal r : kCountedRefusals) {
+    auto it = s.discovery_refused.find(refusal_name(r));
+    add_sample(refused, {{"reason", refusal_name(r)}},
+               static_cast<double>(it == s.discovery_refused.end() ? 0 : it->second));
+  }
   auto events = make_family("vigil_agent_events_total",
                             "Probe hits handled in the kernel, by probe set.", MetricType::Counter);
   auto drops = make_family("vigil_agent_ringbuf_drops_total",
@@ -87,7 +97,7 @@ std::vector<prometheus::MetricFamily> SelfCollector::Collect() const {
                             MetricType::Gauge);
   for (const auto& [key, n] : s.table_entries)
     add_sample(tables, {{"set", key.first}, {"table", key.second}}, static_cast<double>(n));
-  return {info,  enabled,     attached,       failures, events, drops, recursion, run_seconds, runs, program_misses,
+  return {info,  enabled,     attached,       failures, refused, events, drops, recursion, run_seconds, runs, program_misses,
           stats_on, lag, tick, ticks, rb, scrape, scrapes, tables};
 }
 

@@ -34,7 +34,7 @@ CollectiveProbe::~CollectiveProbe() {
   links_.clear();
 }
 
-int CollectiveProbe::attach(const std::string& path, dev_t dev, ino_t inode) {
+int CollectiveProbe::attach(const std::string& path, dev_t dev, ino_t inode, const std::string& name) {
   if (!done_.insert({dev, inode}).second) return 0;
   Link begin(bpf_program__attach_usdt(skel_->progs.collective_begin, -1, path.c_str(), "vigil", "collective_begin",
                                       nullptr));
@@ -45,14 +45,14 @@ int CollectiveProbe::attach(const std::string& path, dev_t dev, ino_t inode) {
   if (!begin || !end) {
     const int err = begin_err ? begin_err : end_err;
     stats_.attach_failure("collective", err == ENOENT ? "usdt_missing" : errno_reason(err));
-    std::fprintf(stderr, "vigil-agent: collective: cannot attach both probes in %s: %s\n", path.c_str(),
+    std::fprintf(stderr, "vigil-agent: collective: cannot attach both probes in %s: %s\n", name.c_str(),
                  errno_reason(err).c_str());
     return 0;
   }
   links_.push_back(std::move(begin));
   links_.push_back(std::move(end));
   stats_.add_attached("collective", 2);
-  std::fprintf(stderr, "vigil-agent: collective: 2 probes attached in %s\n", path.c_str());
+  std::fprintf(stderr, "vigil-agent: collective: 2 probes attached in %s\n", name.c_str());
   return 2;
 }
 
@@ -63,7 +63,7 @@ int CollectiveProbe::attach(const std::string& path) {
     std::fprintf(stderr, "vigil-agent: collective: %s not found\n", path.c_str());
     return 0;
   }
-  return attach(path, st.st_dev, st.st_ino);
+  return attach(path, st.st_dev, st.st_ino, path);
 }
 
 int CollectiveProbe::on_event(void* ctx, void* data, size_t size) {

@@ -31,7 +31,7 @@ class CollectiveProbe {
 
   // Attaches both probes in the file once per device + inode; returns links made (0 when the file
   // has no collective probes: not a worker binary).
-  int attach(const std::string& path, dev_t dev, ino_t inode);
+  int attach(const std::string& path, dev_t dev, ino_t inode, const std::string& name);
   int attach(const std::string& path);
   // Registers the failure ring with `reader`: the callback runs on the reader's thread.
   void add_rings(RingReader& reader);

@@ -27,8 +27,10 @@ LibraryWatch::Scan LibraryWatch::scan() {
   auto now = Clock::now();
   Scan out;
   out.full = !exec_events_ || now >= next_full_scan_;
+  LibraryScanner::Result found;
   if (out.full) {
-    out.hits = scan_libraries(proc_root_);
+    scanner_.scan(0, found);
+    scanner_.retain(found.mapped);
     next_full_scan_ = now + full_interval_;
   }
   // Processes that exec'd recently: scanned (unless the full scan just did) without the lock,
@@ -44,10 +46,11 @@ LibraryWatch::Scan LibraryWatch::scan() {
       done.emplace_back(pid, until);
       continue;
     }
-    if (!out.full)
-      for (auto& hit : scan_libraries(proc_root_, pid)) out.hits.push_back(std::move(hit));
+    if (!out.full) scanner_.scan(pid, found);
     if (now >= until) done.emplace_back(pid, until);
   }
+  out.hits = std::move(found.opened);
+  if (out.full) out.mapped = std::move(found.mapped);
   std::lock_guard lock(mu_);
   for (const auto& [pid, until] : done) {
     auto it = exec_scans_.find(pid);

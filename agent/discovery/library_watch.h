@@ -19,8 +19,8 @@ class LibraryWatch {
  public:
   using Clock = std::chrono::steady_clock;
 
-  LibraryWatch(std::string proc_root, std::chrono::milliseconds full_interval)
-      : proc_root_(std::move(proc_root)), full_interval_(full_interval) {}
+  LibraryWatch(std::string proc_root, std::chrono::milliseconds full_interval, AgentStats& stats)
+      : scanner_(std::move(proc_root), &stats), full_interval_(full_interval) {}
 
   // Exec and exit events arrive (the proc set): full scans only every full_interval, exec'd
   // processes in between. Without them every scan is a full one: slower to run, as quick to find.
@@ -30,8 +30,9 @@ class LibraryWatch {
   void on_exit(uint32_t pid);
 
   struct Scan {
-    std::vector<LibraryHit> hits;
-    bool full = false;  // hits are every library mapped by any process
+    std::vector<LibraryHit> hits;    // files found since the last scan, open until Scan goes
+    std::vector<LibraryHit> mapped;  // on a full scan: every file any process maps (not open)
+    bool full = false;
   };
   // The libraries to attach now (housekeeping thread).
   Scan scan();
@@ -42,7 +43,7 @@ class LibraryWatch {
   // How long a process that exec'd is scanned on every tick.
   static constexpr auto kExecScanFor = std::chrono::seconds(3);
 
-  std::string proc_root_;
+  LibraryScanner scanner_;  // housekeeping thread only
   std::chrono::milliseconds full_interval_;
   bool exec_events_ = false;
   Clock::time_point next_full_scan_{};

@@ -28,7 +28,9 @@ class CudaProbe {
   CudaProbe(const CudaProbe&) = delete;
   CudaProbe& operator=(const CudaProbe&) = delete;
 
-  int attach(const std::string& path, dev_t dev, ino_t inode) { return uprobes_->attach(path, dev, inode); }
+  int attach(const std::string& path, dev_t dev, ino_t inode, const std::string& name) {
+    return uprobes_->attach(path, dev, inode, name);
+  }
   int attach_pinned(const std::string& path) { return uprobes_->attach_pinned(path); }
   void release_unmapped(const std::set<UprobeSet::FileId>& mapped, std::chrono::milliseconds grace) {
     uprobes_->release_unmapped(mapped, grace);

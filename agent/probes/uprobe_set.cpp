@@ -13,15 +13,15 @@ UprobeSet::~UprobeSet() {
   for (const auto& [id, lib] : libraries_) stats_.add_attached(set_, -static_cast<int>(lib.links.size()));
 }
 
-bool UprobeSet::attach_one(Library& lib, const UprobeTarget& t, bool retprobe) {
+bool UprobeSet::attach_one(Library& lib, const std::string& path, const UprobeTarget& t, bool retprobe) {
   LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = t.cookie, .retprobe = retprobe,
               .func_name = t.symbol);
-  Link link(bpf_program__attach_uprobe_opts(retprobe ? exit_ : enter_, -1, lib.path.c_str(), 0, &opts));
+  Link link(bpf_program__attach_uprobe_opts(retprobe ? exit_ : enter_, -1, path.c_str(), 0, &opts));
   if (!link) {
     int err = errno;
     if (err == ENOENT && t.optional) return false;
     std::fprintf(stderr, "vigil-agent: %s: cannot attach %s%s in %s: %s\n", set_.c_str(),
-                 retprobe ? "uretprobe " : "uprobe ", t.symbol, lib.path.c_str(), errno_reason(err).c_str());
+                 retprobe ? "uretprobe " : "uprobe ", t.symbol, lib.name.c_str(), errno_reason(err).c_str());
     stats_.attach_failure(set_, err == ENOENT ? "symbol_missing" : errno_reason(err));
     return false;
   }
@@ -29,20 +29,20 @@ bool UprobeSet::attach_one(Library& lib, const UprobeTarget& t, bool retprobe) {
   return true;
 }
 
-int UprobeSet::attach(const std::string& path, dev_t dev, ino_t inode) {
+int UprobeSet::attach(const std::string& path, dev_t dev, ino_t inode, const std::string& name) {
   auto [it, added] = libraries_.try_emplace({dev, inode});
   Library& lib = it->second;
   lib.last_mapped = Clock::now();
   if (!added) return 0;
-  lib.path = path;
+  lib.name = name;
   for (const auto& t : targets_) {
     // An entry probe without its return probe would leave calls half-seen: attach both or none.
-    if (!attach_one(lib, t, false)) continue;
-    if (!attach_one(lib, t, true)) lib.links.pop_back();
+    if (!attach_one(lib, path, t, false)) continue;
+    if (!attach_one(lib, path, t, true)) lib.links.pop_back();
   }
   int n = static_cast<int>(lib.links.size());
   stats_.add_attached(set_, n);
-  std::fprintf(stderr, "vigil-agent: %s: %d probes attached in %s\n", set_.c_str(), n, path.c_str());
+  std::fprintf(stderr, "vigil-agent: %s: %d probes attached in %s\n", set_.c_str(), n, name.c_str());
   return n;
 }
 
@@ -53,7 +53,7 @@ int UprobeSet::attach_pinned(const std::string& path) {
     std::fprintf(stderr, "vigil-agent: %s: library %s not found\n", set_.c_str(), path.c_str());
     return 0;
   }
-  int n = attach(path, st.st_dev, st.st_ino);
+  int n = attach(path, st.st_dev, st.st_ino, path);
   libraries_[{st.st_dev, st.st_ino}].pinned = true;
   return n;
 }
@@ -68,7 +68,7 @@ void UprobeSet::release_unmapped(const std::set<FileId>& mapped, std::chrono::mi
       continue;
     }
     std::fprintf(stderr, "vigil-agent: %s: no process maps %s any more; detaching its %zu probes\n",
-                 set_.c_str(), lib.path.c_str(), lib.links.size());
+                 set_.c_str(), lib.name.c_str(), lib.links.size());
     stats_.add_attached(set_, -static_cast<int>(lib.links.size()));
     it = libraries_.erase(it);
   }

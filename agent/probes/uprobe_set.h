@@ -36,8 +36,9 @@ class UprobeSet {
   using FileId = std::pair<dev_t, ino_t>;
 
   // Attaches every target in the library at PATH unless (dev, inode) is attached already;
-  // returns the number of links made. Missing required symbols count as attach failures.
-  int attach(const std::string& path, dev_t dev, ino_t inode);
+  // returns the number of links made. Missing required symbols count as attach failures. PATH
+  // is only used during the call (the links hold the inode); NAME is the library in logs.
+  int attach(const std::string& path, dev_t dev, ino_t inode, const std::string& name);
   // Same, identifying the file by stat(PATH); a library named in the config stays attached
   // whether or not a process maps it (pinned).
   int attach_pinned(const std::string& path);
@@ -47,12 +48,12 @@ class UprobeSet {
 
  private:
   struct Library {
-    std::string path;
+    std::string name;
     std::vector<Link> links;
     bool pinned = false;
     Clock::time_point last_mapped;
   };
-  bool attach_one(Library& lib, const UprobeTarget& t, bool retprobe);
+  bool attach_one(Library& lib, const std::string& path, const UprobeTarget& t, bool retprobe);
 
   std::string set_;
   bpf_program* enter_;

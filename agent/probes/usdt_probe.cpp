@@ -60,7 +60,7 @@ UsdtProbe::~UsdtProbe() {
   links_.clear();
 }
 
-int UsdtProbe::attach(const std::string& path, dev_t dev, ino_t inode) {
+int UsdtProbe::attach(const std::string& path, dev_t dev, ino_t inode, const std::string& name) {
   if (!done_.insert({dev, inode}).second) return 0;
   bpf_program* const programs[] = {skel_->progs.pytorch_malloc, skel_->progs.pytorch_free,
                                    skel_->progs.vigil_block_alloc, skel_->progs.vigil_block_free,
@@ -79,7 +79,7 @@ int UsdtProbe::attach(const std::string& path, dev_t dev, ino_t inode) {
       } else {
         stats_.attach_failure("usdt", errno_reason(err));
         std::fprintf(stderr, "vigil-agent: usdt: cannot attach %s:%s in %s: %s\n", p.provider, p.name,
-                     path.c_str(), errno_reason(err).c_str());
+                     name.c_str(), errno_reason(err).c_str());
       }
       continue;
     }
@@ -91,7 +91,7 @@ int UsdtProbe::attach(const std::string& path, dev_t dev, ino_t inode) {
     if (counts.first > 0)
       for (int i = 0; i < counts.second; ++i) stats_.attach_failure("usdt", "usdt_missing");
   stats_.add_attached("usdt", n);
-  if (n > 0) std::fprintf(stderr, "vigil-agent: usdt: %d probes attached in %s\n", n, path.c_str());
+  if (n > 0) std::fprintf(stderr, "vigil-agent: usdt: %d probes attached in %s\n", n, name.c_str());
   return n;
 }
 
@@ -102,7 +102,7 @@ int UsdtProbe::attach(const std::string& path) {
     std::fprintf(stderr, "vigil-agent: usdt: %s not found\n", path.c_str());
     return 0;
   }
-  return attach(path, st.st_dev, st.st_ino);
+  return attach(path, st.st_dev, st.st_ino, path);
 }
 
 int UsdtProbe::allocators_fd() const { return bpf_map__fd(skel_->maps.allocators); }

@@ -28,7 +28,7 @@ class UsdtProbe {
   UsdtProbe& operator=(const UsdtProbe&) = delete;
 
   // Attaches every known probe found in the file (once per device + inode); returns links made.
-  int attach(const std::string& path, dev_t dev, ino_t inode);
+  int attach(const std::string& path, dev_t dev, ino_t inode, const std::string& name);
   int attach(const std::string& path);
 
   int allocators_fd() const;

@@ -26,7 +26,7 @@ CollectiveSet::CollectiveSet(SetContext& ctx)
 }
 
 void CollectiveSet::on_library(const LibraryHit& hit) {
-  if (hit.kind == LibraryKind::kUsdt) probe_.attach(hit.open_path, hit.dev, hit.inode);
+  if (hit.kind == LibraryKind::kUsdt) probe_.attach(hit.file.path(), hit.dev, hit.inode, hit.name);
 }
 
 }  // namespace vigil::agent

@@ -14,7 +14,7 @@ CudaSet::CudaSet(SetContext& ctx) : grace_(ctx.cfg.grace_period), probe_(ctx.cfg
 std::vector<NamedCollector> CudaSet::collectors() { return {{"gpu_memory", memory_}, {"cuda_graph", graphs_}}; }
 
 void CudaSet::on_library(const LibraryHit& hit) {
-  if (hit.kind == LibraryKind::kCuda) probe_.attach(hit.open_path, hit.dev, hit.inode);
+  if (hit.kind == LibraryKind::kCuda) probe_.attach(hit.file.path(), hit.dev, hit.inode, hit.name);
 }
 
 void CudaSet::on_full_scan(const std::vector<LibraryHit>& mapped) {

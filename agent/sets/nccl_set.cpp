@@ -13,7 +13,7 @@ NcclSet::NcclSet(SetContext& ctx) : grace_(ctx.cfg.grace_period), probe_(ctx.cfg
 std::vector<NamedCollector> NcclSet::collectors() { return {{"nccl", collector_}}; }
 
 void NcclSet::on_library(const LibraryHit& hit) {
-  if (hit.kind == LibraryKind::kNccl) probe_.attach(hit.open_path, hit.dev, hit.inode);
+  if (hit.kind == LibraryKind::kNccl) probe_.attach(hit.file.path(), hit.dev, hit.inode, hit.name);
 }
 
 void NcclSet::on_full_scan(const std::vector<LibraryHit>& mapped) {

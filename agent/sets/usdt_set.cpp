@@ -16,7 +16,7 @@ UsdtSet::UsdtSet(SetContext& ctx) : probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cf
 std::vector<NamedCollector> UsdtSet::collectors() { return {{"allocator", allocators_}}; }
 
 void UsdtSet::on_library(const LibraryHit& hit) {
-  if (hit.kind == LibraryKind::kUsdt) probe_.attach(hit.open_path, hit.dev, hit.inode);
+  if (hit.kind == LibraryKind::kUsdt) probe_.attach(hit.file.path(), hit.dev, hit.inode, hit.name);
 }
 
 void UsdtSet::expire() { allocators_->expire(); }

@@ -19,6 +19,11 @@ void AgentStats::attach_failure(const std::string& set, const std::string& reaso
   ++s_.attach_failures[{set, reason}];
 }
 
+void AgentStats::discovery_refused(const std::string& reason) {
+  std::lock_guard lock(mu_);
+  ++s_.discovery_refused[reason];
+}
+
 void AgentStats::ringbuf_event(const std::string& set) {
   std::lock_guard lock(mu_);
   ++s_.ringbuf_events[set];

@@ -39,6 +39,8 @@ class AgentStats {
   void set_enabled(const std::string& set, bool enabled, const std::string& why);
   void add_attached(const std::string& set, int n);
   void attach_failure(const std::string& set, const std::string& reason);
+  // A file or process discovery did not use (discovery/mapped_file.h Refusal names).
+  void discovery_refused(const std::string& reason);
   void ringbuf_event(const std::string& set);
   void record_scrape(const std::string& collector, double seconds);
   void record_housekeeping(double lag_seconds, double duration_seconds);
@@ -51,6 +53,7 @@ class AgentStats {
     std::map<std::string, std::pair<bool, std::string>> enabled;
     std::map<std::string, int64_t> attached;
     std::map<std::pair<std::string, std::string>, uint64_t> attach_failures;
+    std::map<std::string, uint64_t> discovery_refused;
     std::map<std::string, uint64_t> ringbuf_events;
     std::map<std::string, std::pair<uint64_t, double>> scrapes;  // count, last duration
     std::map<std::string, KernelCounters> kernel;

@@ -208,9 +208,11 @@ def cuda_in_container(scene, metrics_url, version, workload, libcuda):
         if not w.stdout.readline().startswith('ready'):
             fail('the CUDA workload container did not start')
         pid = int(podman('inspect', '--format', '{{.State.Pid}}', name).stdout.strip())
-        lib = '/proc/%d/root/usr/lib/x86_64-linux-gnu/libcuda.so.1' % pid
+        # The agent names a library by the map_files link it opened and the path in the maps line.
+        lib = '/usr/lib/x86_64-linux-gnu/libcuda.so.1'
         deadline = time.time() + 30
-        while not any('cuda: ' in l and 'probes attached in' in l and l.endswith(lib)
+        while not any('cuda: ' in l and 'probes attached in /proc/%d/map_files/' % pid in l
+                      and l.endswith(' -> ' + lib)
                       for l in podman('logs', scene.agent).stderr.splitlines()):
             if time.time() > deadline:
                 fail('agent did not attach to the stand-in driver in the container at ' + lib)

@@ -3,17 +3,20 @@
 (checked here against its ELF note: pointer, int8 device index, size, int64 stream id, as
 c10/cuda/CUDACachingAllocator.cpp fires them) and the worker's vigil:alloc_block_alloc/free/
 alloc_snapshot reports its own allocator account, PyTorch's per device, from 8 threads at once.
-The agent (given the binary in libraries.usdt) must enable the semaphores and export the same
-numbers, per gpu label, plus cached slack and external fragmentation computed from them.
+The agent (given the binary in libraries.usdt, then finding a copy named vigil-worker by
+discovery, opened through map_files) must enable the semaphores and export the same numbers,
+per gpu label, plus cached slack and external fragmentation computed from them.
 usage: usdt_allocator.py VIGIL_AGENT USDT_ALLOCATOR"""
 import json
 import re
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
-from harness import Agent, fail, promtool_check, require_root, total
+from harness import Agent, fail, promtool_check, require_root, total, wait_attached
 
 
 def expect(name, got, want):
@@ -42,6 +45,45 @@ def check_pytorch_layout(program):
         fail("the test program's pytorch:free is not PyTorch's (one pointer)")
 
 
+def run_and_check(agent, program, before_go=lambda pid: None):
+    """Runs PROGRAM; once it has started, before_go(pid), then its allocations: the agent's
+    numbers for its pid must equal the program's own account."""
+    w = subprocess.Popen([program], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    w.stdout.readline()
+    before_go(w.pid)
+    w.stdin.write('\n')
+    w.stdin.flush()
+    truth = json.loads(w.stdout.readline())
+    pid = truth['pid']
+    if not truth['semaphores_enabled']:
+        fail("the program's USDT semaphores were not set by the agent's attachment")
+    time.sleep(0.3)
+    s = agent.scrape()
+    promtool_check(agent)
+    ok = True
+    # Device 0 and device 3 apart, and the worker's allocator with no device.
+    accounts = [(dict(allocator='pytorch', gpu=gpu), t) for gpu, t in sorted(truth['pytorch'].items())]
+    accounts.append((dict(allocator='vigil', gpu=''), truth['vigil']))
+    for labels, t in accounts:
+        alloc = '%(allocator)s gpu=%(gpu)s' % labels
+        q = dict(pid=pid, **labels)
+        ok &= expect(alloc + ' gpu_memory_allocator_block_allocations_total', total(s, 'gpu_memory_allocator_block_allocations_total', require=True, **q), t['mallocs'])
+        ok &= expect(alloc + ' gpu_memory_allocator_block_frees_total', total(s, 'gpu_memory_allocator_block_frees_total', require=True, **q), t['frees'])
+        ok &= expect(alloc + ' gpu_memory_allocator_allocated_bytes', total(s, 'gpu_memory_allocator_allocated_bytes', require=True, **q), t['allocated'])
+    v = truth['vigil']
+    q = dict(pid=pid, allocator='vigil', gpu='')
+    ok &= expect('vigil gpu_memory_allocator_reserved_bytes', total(s, 'gpu_memory_allocator_reserved_bytes', require=True, **q), v['reserved'])
+    ok &= expect('vigil gpu_memory_cached_slack_ratio', total(s, 'gpu_memory_cached_slack_ratio', require=True, **q),
+                 (v['reserved'] - v['allocated']) / v['reserved'])
+    ok &= expect('vigil gpu_memory_external_fragmentation_ratio', total(s, 'gpu_memory_external_fragmentation_ratio', require=True, **q),
+                 1 - v['largest_free'] / (v['reserved'] - v['allocated']))
+    w.stdin.write('\n')
+    w.stdin.flush()
+    w.wait(timeout=10)
+    if not ok:
+        fail("the agent's allocator numbers differ from the program's")
+
+
 def main():
     require_root()
     agent_bin, program = sys.argv[1], os.path.realpath(sys.argv[2])
@@ -51,39 +93,14 @@ def main():
     with Agent(agent_bin, config) as agent:
         if total(agent.scrape(), 'vigil_agent_probes_attached', require=True, set='usdt') != 5:
             fail("expected 5 USDT probes attached: " + agent.log_text())
-        w = subprocess.Popen([program], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        w.stdout.readline()
-        w.stdin.write('\n')
-        w.stdin.flush()
-        truth = json.loads(w.stdout.readline())
-        pid = truth['pid']
-        if not truth['semaphores_enabled']:
-            fail("the program's USDT semaphores were not set by the agent's attachment")
-        time.sleep(0.3)
-        s = agent.scrape()
-        promtool_check(agent)
-        ok = True
-        # Device 0 and device 3 apart, and the worker's allocator with no device.
-        accounts = [(dict(allocator='pytorch', gpu=gpu), t) for gpu, t in sorted(truth['pytorch'].items())]
-        accounts.append((dict(allocator='vigil', gpu=''), truth['vigil']))
-        for labels, t in accounts:
-            alloc = '%(allocator)s gpu=%(gpu)s' % labels
-            q = dict(pid=pid, **labels)
-            ok &= expect(alloc + ' gpu_memory_allocator_block_allocations_total', total(s, 'gpu_memory_allocator_block_allocations_total', require=True, **q), t['mallocs'])
-            ok &= expect(alloc + ' gpu_memory_allocator_block_frees_total', total(s, 'gpu_memory_allocator_block_frees_total', require=True, **q), t['frees'])
-            ok &= expect(alloc + ' gpu_memory_allocator_allocated_bytes', total(s, 'gpu_memory_allocator_allocated_bytes', require=True, **q), t['allocated'])
-        v = truth['vigil']
-        q = dict(pid=pid, allocator='vigil', gpu='')
-        ok &= expect('vigil gpu_memory_allocator_reserved_bytes', total(s, 'gpu_memory_allocator_reserved_bytes', require=True, **q), v['reserved'])
-        ok &= expect('vigil gpu_memory_cached_slack_ratio', total(s, 'gpu_memory_cached_slack_ratio', require=True, **q),
-                     (v['reserved'] - v['allocated']) / v['reserved'])
-        ok &= expect('vigil gpu_memory_external_fragmentation_ratio', total(s, 'gpu_memory_external_fragmentation_ratio', require=True, **q),
-                     1 - v['largest_free'] / (v['reserved'] - v['allocated']))
-        w.stdin.write('\n')
-        w.stdin.flush()
-        w.wait(timeout=10)
-        if not ok:
-            fail("the agent's allocator numbers differ from the program's")
+        run_and_check(agent, program)
+    # Found by discovery instead: a copy named as the worker, reached through its process's
+    # /proc/PID/map_files link and handed to libbpf as /proc/self/fd/N (semaphores included).
+    with tempfile.TemporaryDirectory() as tmp, \
+            Agent(agent_bin, 'probes: {tcp: false, cuda: false, nccl: false}\ndiscovery_interval: 1s\n') as agent:
+        copy = os.path.join(tmp, 'vigil-worker')
+        shutil.copy(program, copy)
+        run_and_check(agent, copy, lambda pid: wait_attached(agent, 'usdt', copy))
     print("ok")
 
 

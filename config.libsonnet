@@ -71,6 +71,8 @@
     agentCostFor: '15m',
     // Any run of an agent BPF program the kernel skipped in this window is an alert.
     recursionMissWindow: '15m',
+    // Any insert a full BPF table refused in this window is an alert.
+    tableFullWindow: '15m',
 
     // Where a pager's link to an alert's runbook points: %s is the alert's name, the page is
     // docs/runbooks/<name>.md. Set it once per deployment (deploy/kubernetes/overlays/*/

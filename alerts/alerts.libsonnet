@@ -254,7 +254,18 @@ local failuresIn = import '../rules/failures.libsonnet';
             % failuresIn('vigil_agent_bpf_program_recursion_misses_total{%s}' % c.agentSelector, c.recursionMissWindow),
             c.warningFor,
             'The kernel skipped runs of a Vigil BPF program: events were lost.',
-            'The kernel skipped {{ $value | humanize }} runs of BPF program {{ $labels.program }} (set {{ $labels.set }}) of agent {{ $labels.instance }} on {{ $labels.node }} in %s, because a BPF program was already running on that CPU: the events of those runs are lost and the set\'s counters are short.' % c.recursionMissWindow,
+            'The kernel skipped {{ $value | humanize }} runs of BPF program {{ $labels.program }} (set {{ $labels.set }}) of agent {{ $labels.instance }} on {{ $labels.node }} in %s, because a BPF program was already running on that CPU (or, for a classic tracepoint, a BPF map was being copied there): the events of those runs are lost and the set\'s counters are short.' % c.recursionMissWindow,
+          ),
+          alert(
+            // A full table refuses what a new process, allocation or peer would have recorded;
+            // the agent keeps the other numbers exact (an allocation not recorded is left out of
+            // the gauges and counted untracked), so it is a ticket like the other agent-self ones.
+            'VigilAgentTableFull', 'warning', 'P2', 'agent-self',
+            'sum by (cluster, node, instance, set) %s > 0'
+            % failuresIn('vigil_agent_table_full_total{%s}' % c.agentSelector, c.tableFullWindow),
+            c.warningFor,
+            'A Vigil agent BPF table is full: new entries are not recorded.',
+            'Agent {{ $labels.instance }} on {{ $labels.node }}: full {{ $labels.set }} tables refused {{ $value | humanize }} inserts in %s; what they would have recorded (processes, allocations, peers) is missing on this node. vigil_agent_table_entries says which table.' % c.tableFullWindow,
           ),
         ],
       },

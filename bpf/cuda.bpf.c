@@ -80,15 +80,33 @@ static __always_inline void count_alloc(struct cuda_proc *p, __u64 size)
 	__sync_fetch_and_add(&p->size_hist[b], 1);
 }
 
-static __always_inline void add_live(struct cuda_proc *p, void *map, __u32 tgid, __u64 ptr, __u64 size)
+/* Records a new allocation so that its free can take it back; returns what the process's live
+ * gauge grows by. Only a recorded allocation is added: one that is not (the process is at its cap,
+ * or the table is full) is counted as untracked and left out of the gauges, so its free, which
+ * finds nothing, leaves them exact instead of inflated for ever. The cap keeps one process from
+ * filling the node-wide table and blinding every other's. A pointer still recorded is one whose
+ * free went unseen: the new size replaces the old. */
+static __always_inline __u64 add_live(struct cuda_proc *p, void *map, __u32 tgid, __u64 ptr, __u64 size)
 {
 	struct ptr_key k = { .tgid = tgid, .ptr = ptr };
+	__u64 *old, grew;
 
-	bpf_map_update_elem(map, &k, &size, BPF_ANY);
 	count_alloc(p, size);
+	old = bpf_map_lookup_elem(map, &k);
+	if (old) {
+		grew = size - *old;
+		*old = size;
+		return grew;
+	}
+	if (p->live_entries >= CUDA_LIVE_ENTRIES_PER_PROCESS || insert_counted(map, &k, &size, BPF_NOEXIST)) {
+		__sync_fetch_and_add(&p->untracked_allocs, 1);
+		return 0;
+	}
+	__sync_fetch_and_add(&p->live_entries, 1);
+	return size;
 }
 
-static __always_inline __u64 take_live(void *map, __u32 tgid, __u64 ptr)
+static __always_inline __u64 take_live(struct cuda_proc *p, void *map, __u32 tgid, __u64 ptr)
 {
 	struct ptr_key k = { .tgid = tgid, .ptr = ptr };
 	__u64 *size = bpf_map_lookup_elem(map, &k), v;
@@ -96,7 +114,8 @@ static __always_inline __u64 take_live(void *map, __u32 tgid, __u64 ptr)
 	if (!size)
 		return 0;
 	v = *size;
-	bpf_map_delete_elem(map, &k);
+	if (bpf_map_delete_elem(map, &k) == 0)
+		__sync_fetch_and_sub(&p->live_entries, 1);
 	return v;
 }
 
@@ -175,27 +194,25 @@ int BPF_KRETPROBE(cuda_exit, long ret)
 			break;
 		/* cuMemAllocPitch: size is *pPitch x Height, known only on return. */
 		size = fn == CUDA_FN_MEM_ALLOC_PITCH ? read_user_u64(a->arg[1]) * a->arg[3] : a->arg[1];
-		add_live(p, &live, tgid, read_user_u64(a->arg[0]), size);
-		__sync_fetch_and_add(&p->live_bytes, size);
+		__sync_fetch_and_add(&p->live_bytes, add_live(p, &live, tgid, read_user_u64(a->arg[0]), size));
 		break;
 	case CUDA_FN_MEM_FREE:
 	case CUDA_FN_MEM_FREE_ASYNC:
 		/* Only what was seen allocated is taken back (take_live is 0 for older blocks), after
 		 * its add (a pointer is freed after cuMemAlloc returned it): no floor needed. */
 		if (!rc)
-			__sync_fetch_and_sub(&p->live_bytes, take_live(&live, tgid, a->arg[0]));
+			__sync_fetch_and_sub(&p->live_bytes, take_live(p, &live, tgid, a->arg[0]));
 		break;
 	case CUDA_FN_MEM_CREATE:
 		if (p->open_captures > 0)
 			__sync_fetch_and_add(&p->allocs_in_capture, 1);
 		if (rc)
 			break;
-		add_live(p, &handles, tgid, read_user_u64(a->arg[0]), a->arg[1]);
-		__sync_fetch_and_add(&p->vmm_physical_bytes, a->arg[1]);
+		__sync_fetch_and_add(&p->vmm_physical_bytes, add_live(p, &handles, tgid, read_user_u64(a->arg[0]), a->arg[1]));
 		break;
 	case CUDA_FN_MEM_RELEASE:
 		if (!rc) /* as for live_bytes: only handles seen created */
-			__sync_fetch_and_sub(&p->vmm_physical_bytes, take_live(&handles, tgid, a->arg[0]));
+			__sync_fetch_and_sub(&p->vmm_physical_bytes, take_live(p, &handles, tgid, a->arg[0]));
 		break;
 	case CUDA_FN_MEM_MAP:
 		if (!rc)

@@ -30,6 +30,10 @@ enum cuda_fn {
 
 #define CUDA_SMALL_ALLOC_BYTES 4096 /* the source document's "small allocation" */
 #define CUDA_HIST_BUCKETS 42        /* log2 buckets: le 2^0 .. 2^40, then +Inf */
+/* Entries one process may hold in the live and handles tables (262,144 and 65,536 for the node):
+ * half the live table, so one process cannot take every other's room. PyTorch's caching allocator
+ * holds a few thousand driver blocks; past the cap allocations are counted untracked. */
+#define CUDA_LIVE_ENTRIES_PER_PROCESS 131072
 
 struct cuda_proc {
 	__u64 calls[CUDA_FN_SLOTS]; /* by enum cuda_fn */
@@ -42,6 +46,9 @@ struct cuda_proc {
 	__u64 vmm_reserved_bytes;  /* cuMemAddressReserve'd and not freed */
 	__u64 allocs_in_capture;   /* allocation calls while a stream capture was open */
 	__s64 open_captures;       /* captures begun and not yet ended */
+	__s64 live_entries;        /* its entries in the live and handles tables */
+	__u64 untracked_allocs;    /* allocations not kept there (its cap, or the table full): their
+	                            * bytes are in alloc_bytes but not in the live gauges */
 	__u64 size_hist[CUDA_HIST_BUCKETS];
 	char comm[16]; /* labels series of processes that exit before the agent reads /proc */
 };

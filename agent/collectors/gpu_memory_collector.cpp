@@ -89,6 +89,10 @@ std::vector<prometheus::MetricFamily> GpuMemoryCollector::Collect() const {
   auto reserved = make_family("gpu_memory_vmm_reserved_bytes", "Virtual address space reserved with cuMemAddressReserve.", MetricType::Gauge);
   auto allocs = make_family("gpu_memory_allocations_total", "Successful allocations (driver allocs and cuMemCreate).", MetricType::Counter);
   auto small = make_family("gpu_memory_small_allocations_total", "Successful allocations of at most 4 KiB.", MetricType::Counter);
+  auto untracked = make_family("gpu_memory_untracked_allocations_total",
+                               "Allocations the agent could not keep (the process at its cap of table entries, or "
+                               "the node's table full): counted, but left out of the live and VMM physical gauges.",
+                               MetricType::Counter);
   auto hist = make_family("gpu_memory_allocation_size_bytes",
                           "Sizes of successful allocations, by container and program (not by process).",
                           MetricType::Histogram);
@@ -121,6 +125,7 @@ std::vector<prometheus::MetricFamily> GpuMemoryCollector::Collect() const {
     add_sample(reserved, l, static_cast<double>(p.vmm_reserved_bytes));
     add_sample(allocs, l, static_cast<double>(p.allocs));
     add_sample(small, l, static_cast<double>(p.small_allocs));
+    if (p.untracked_allocs) add_sample(untracked, l, static_cast<double>(p.untracked_allocs));
     if (p.allocs) sizes[group_of(l)] += sizes_of(p);
   }
   for (const auto& [group, s] : sizes)
@@ -136,7 +141,7 @@ std::vector<prometheus::MetricFamily> GpuMemoryCollector::Collect() const {
     l.emplace_back("error", key.second);
     add_sample(failures, l, static_cast<double>(n));
   }
-  return {ratio, live, driver, mapped, physical, reserved, allocs, small, hist, failures};
+  return {ratio, live, driver, mapped, physical, reserved, allocs, small, untracked, hist, failures};
 }
 
 }  // namespace vigil::agent

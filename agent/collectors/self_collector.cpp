@@ -40,8 +40,13 @@ std::vector<prometheus::MetricFamily> SelfCollector::Collect() const {
   auto drops = make_family("vigil_agent_ringbuf_drops_total",
                            "Events lost because the ring buffer was full, by probe set.", MetricType::Counter);
   auto recursion = make_family("vigil_agent_recursion_misses_total",
-                               "Probe hits the kernel skipped (the program already running on that CPU), by probe set.",
+                               "Probe hits the kernel skipped (the program already running on that CPU; for a classic "
+                               "tracepoint, any BPF program or bpf(2) map copy on it), by probe set.",
                                MetricType::Counter);
+  auto table_full = make_family("vigil_agent_table_full_total",
+                                "Inserts a full BPF hash table refused, by probe set: what they would have recorded "
+                                "is missing (vigil_agent_table_entries says which table is at its size).",
+                                MetricType::Counter);
   auto run_seconds = make_family("vigil_agent_bpf_program_run_seconds_total",
                                   "Time the kernel spent running each BPF program, counted while BPF run-time "
                                   "statistics are on (vigil_agent_bpf_stats_enabled); uprobe and tracepoint time "
@@ -51,12 +56,13 @@ std::vector<prometheus::MetricFamily> SelfCollector::Collect() const {
                           "Runs of each BPF program, counted while BPF run-time statistics are on.",
                           MetricType::Counter);
   auto program_misses = make_family("vigil_agent_bpf_program_recursion_misses_total",
-                                    "Runs of each BPF program the kernel skipped because it was already running "
-                                    "on that CPU: events lost.",
+                                    "Runs of each BPF program the kernel skipped (already running on that CPU; "
+                                    "for a classic tracepoint, any BPF program or bpf(2) map copy on it): events lost.",
                                     MetricType::Counter);
   for (const auto& [set, k] : s.kernel) {
     add_sample(events, {{"set", set}}, static_cast<double>(k.events));
     add_sample(drops, {{"set", set}}, static_cast<double>(k.ringbuf_drops));
+    add_sample(table_full, {{"set", set}}, static_cast<double>(k.table_full));
     uint64_t set_misses = 0;
     for (const ProgramCost& p : k.programs) {
       const LabelList labels{{"set", set}, {"program", p.program}};
@@ -97,8 +103,8 @@ std::vector<prometheus::MetricFamily> SelfCollector::Collect() const {
                             MetricType::Gauge);
   for (const auto& [key, n] : s.table_entries)
     add_sample(tables, {{"set", key.first}, {"table", key.second}}, static_cast<double>(n));
-  return {info,  enabled,     attached,       failures, refused, events, drops, recursion, run_seconds, runs, program_misses,
-          stats_on, lag, tick, ticks, rb, scrape, scrapes, tables};
+  return {info,   enabled, attached,    failures, refused,        events,   drops, table_full, recursion, run_seconds,
+          runs,   program_misses, stats_on, lag,     tick,     ticks, rb,         scrape,    scrapes,     tables};
 }
 
 }  // namespace vigil::agent

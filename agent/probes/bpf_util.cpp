@@ -35,11 +35,16 @@ KernelCounters read_kernel_counters(const bpf_map* stats_map, const bpf_object* 
   int ncpu = libbpf_num_possible_cpus();
   if (ncpu <= 0 || !stats_map) return out;
   std::vector<__u64> values(static_cast<size_t>(ncpu));
-  for (__u32 idx : {static_cast<__u32>(VIGIL_STAT_EVENTS), static_cast<__u32>(VIGIL_STAT_RINGBUF_DROPS)}) {
+  const std::pair<__u32, uint64_t KernelCounters::*> stats[] = {
+      {VIGIL_STAT_EVENTS, &KernelCounters::events},
+      {VIGIL_STAT_RINGBUF_DROPS, &KernelCounters::ringbuf_drops},
+      {VIGIL_STAT_TABLE_FULL, &KernelCounters::table_full},
+  };
+  for (auto [idx, field] : stats) {
     if (bpf_map_lookup_elem(bpf_map__fd(stats_map), &idx, values.data()) != 0) continue;
     __u64 sum = 0;
     for (__u64 v : values) sum += v;
-    (idx == VIGIL_STAT_EVENTS ? out.events : out.ringbuf_drops) = sum;
+    out.*field = sum;
   }
   return out;
 }

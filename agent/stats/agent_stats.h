@@ -24,6 +24,7 @@ struct ProgramCost {
 struct KernelCounters {
   uint64_t events = 0;         // probe hits handled
   uint64_t ringbuf_drops = 0;  // ring buffer reservations that failed (events lost)
+  uint64_t table_full = 0;     // inserts a full hash table refused
   std::vector<ProgramCost> programs;
 };
 

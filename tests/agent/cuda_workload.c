@@ -13,7 +13,11 @@
  *   cuda_workload burst N      after a stdin line, N failing cuMemAlloc_v2 calls as fast as
  *                              possible (a burst of failure events); prints the time taken
  *   cuda_workload threads T N  after a stdin line, T threads at once, each N cuMemAlloc_v2 of
- *                              mixed sizes freeing every other one; prints the totals as JSON */
+ *                              mixed sizes freeing every other one; prints the totals as JSON
+ *   cuda_workload hold N       after a stdin line, N cuMemAlloc_v2 of 256 bytes, all kept; prints
+ *                              the totals as JSON; after the next line frees them all and prints
+ *                              the frees; exits after a third (one process filling the agent's
+ *                              table of live allocations) */
 #include <cuda.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -133,6 +137,32 @@ static int burst(long n)
 	return 0;
 }
 
+static int hold(long n)
+{
+	CUdeviceptr *p = calloc((size_t)n, sizeof(*p));
+	long allocs = 0, frees = 0;
+
+	if (!p)
+		return 2;
+	printf("ready pid=%d\n", getpid());
+	fflush(stdout);
+	wait_line();
+	for (long i = 0; i < n; i++)
+		if (!cuMemAlloc(&p[allocs], 256))
+			allocs++;
+	printf("{\"pid\": %d, \"allocs\": %ld, \"live_bytes\": %ld}\n", getpid(), allocs, allocs * 256);
+	fflush(stdout);
+	wait_line();
+	for (long i = 0; i < allocs; i++)
+		if (!cuMemFree(p[i]))
+			frees++;
+	printf("{\"frees\": %ld}\n", frees);
+	fflush(stdout);
+	wait_line();
+	free(p);
+	return 0;
+}
+
 struct thread_account {
 	pthread_t thread;
 	long iterations, allocs, small, frees;
@@ -209,6 +239,8 @@ int main(int argc, char **argv)
 		return quick(atoi(argv[2]));
 	if (argc == 3 && !strcmp(argv[1], "burst"))
 		return burst(atol(argv[2]));
+	if (argc == 3 && !strcmp(argv[1], "hold"))
+		return hold(atol(argv[2]));
 	if (argc == 4 && !strcmp(argv[1], "threads"))
 		return threads(atoi(argv[2]), atol(argv[3]));
 	if (argc != 1)

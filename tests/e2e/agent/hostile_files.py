@@ -9,13 +9,15 @@ account), /healthz must answer and SIGTERM must stop the agent within a few seco
   anything opened it (the agent must not);
 - maps: a process with 60,000 mappings of a file whose path is ~3.8 KB (230 MB of maps): the
   agent's peak RSS (VmHWM) stays under the DaemonSet's 256 MiB limit and the partial scan is
-  counted in vigil_agent_discovery_refused_total{reason="maps_too_large"}.
+  counted in vigil_agent_discovery_refused_total{reason="maps_too_large"};
+- processes: 10,000 idle processes, every one's maps read on each full scan: VmHWM as above.
 After attaching, the agent holds no descriptor of any probed file (closed once attached: the
 uprobes hold the inode, and the legitimate workload is still counted). Issue #28, items 1 and 2.
-usage: hostile_files.py VIGIL_AGENT CUDA_WORKLOAD FAKE_LIBCUDA [fifo|symlink|maps]..."""
+usage: hostile_files.py VIGIL_AGENT CUDA_WORKLOAD FAKE_LIBCUDA [fifo|symlink|maps|processes]..."""
 import ctypes
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -26,6 +28,7 @@ from harness import Agent, exit_workload, fail, promtool_check, require_root, ru
 CONFIG = 'probes: {tcp: false, nccl: false, usdt: false}\ndiscovery_interval: 1s\n'
 LIMIT_MIB = 256  # deploy/: the agent's memory limit
 MAPPINGS = 60000
+PROCESSES = 10000
 STOP_WITHIN_S = 30  # detaching costs ~0.1 s per uprobe link (agent_cuda_driver: 4.4 s for 42)
 
 # Maps FILE executable, chroots into JAIL (where FILE's path is whatever the test put there),
@@ -238,7 +241,39 @@ def many_mappings(agent_bin, workload_bin, _fake_lib):
             finish(attacker)
 
 
-SCENARIOS = {'fifo': fifo, 'symlink': symlink, 'maps': many_mappings}
+def many_processes(agent_bin, workload_bin, _fake_lib):
+    """10,000 idle processes (forks of this one) to scan on every full scan."""
+    children = []
+    start_t = time.time()
+    try:
+        for _ in range(PROCESSES):
+            pid = os.fork()
+            if pid == 0:
+                signal.pause()
+                os._exit(0)
+            children.append(pid)
+        print("%d processes forked in %.1f s" % (PROCESSES, time.time() - start_t))
+        with Agent(agent_bin, CONFIG) as agent:
+            time.sleep(4)  # full scans
+            legitimate_workload_counted(agent, workload_bin)
+            ticks = []
+            for _ in range(10):
+                ticks.append(total(agent.scrape(), 'vigil_agent_housekeeping_duration_seconds'))
+                time.sleep(0.5)
+            hwm = vm_hwm_mib(agent.proc.pid)
+            print("agent VmHWM %.1f MiB (limit %d MiB), longest of 10 housekeeping ticks %.3f s"
+                  % (hwm, LIMIT_MIB, max(ticks)))
+            if hwm >= LIMIT_MIB:
+                fail("the agent's peak RSS %.1f MiB is past the DaemonSet limit" % hwm)
+            healthy_and_stops(agent)
+    finally:
+        for pid in children:
+            os.kill(pid, signal.SIGKILL)
+        for pid in children:
+            os.waitpid(pid, 0)
+
+
+SCENARIOS = {'fifo': fifo, 'symlink': symlink, 'maps': many_mappings, 'processes': many_processes}
 
 
 def main():

@@ -7,6 +7,9 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
+/* libbpf's pool of USDT argument specs for this object (256 by default): every attached site may
+ * take one until its link is destroyed; the agent keeps its attachments within it (FileLinks). */
+#define BPF_USDT_MAX_SPEC_CNT 1024
 #include <bpf/usdt.bpf.h>
 #include "collective.h"
 #include "probe_stats.bpf.h"

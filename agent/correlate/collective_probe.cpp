@@ -12,13 +12,14 @@
 
 #include "collective.h"
 #include "collective.skel.h"
+#include "probes/usdt_notes.h"
 
 namespace vigil::agent {
 
 void CollectiveProbe::SkelDeleter::operator()(collective_bpf* s) const { collective_bpf__destroy(s); }
 
 CollectiveProbe::CollectiveProbe(const std::string& btf_path, AgentStats& stats, OnFailure on_failure)
-    : stats_(stats), on_failure_(std::move(on_failure)) {
+    : stats_(stats), on_failure_(std::move(on_failure)), files_("collective", stats) {
   LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
   skel_.reset(collective_bpf__open_opts(&opts));
   if (!skel_) throw std::runtime_error("open collective.bpf.o: " + errno_reason(errno));
@@ -30,12 +31,26 @@ CollectiveProbe::CollectiveProbe(const std::string& btf_path, AgentStats& stats,
 CollectiveProbe::~CollectiveProbe() {
   stats_.add_kernel_source("collective", [] { return KernelCounters{}; });
   register_tables(stats_, "collective", {skel_->maps.procs}, true);
-  stats_.add_attached("collective", -static_cast<int>(links_.size()));
-  links_.clear();
 }
 
 int CollectiveProbe::attach(const std::string& path, dev_t dev, ino_t inode, const std::string& name) {
-  if (!done_.insert({dev, inode}).second) return 0;
+  auto [file, added] = files_.seen({dev, inode});
+  if (!added) return 0;
+  file.name = name;
+  const UsdtSites found = usdt_sites(path, {"vigil:collective_begin", "vigil:collective_end"}, kMaxUsdtSitesPerFile);
+  if (!found.refused.empty()) {
+    stats_.attach_failure("collective", "usdt_notes");
+    std::fprintf(stderr, "vigil-agent: collective: refusing %s: %s\n", name.c_str(), found.refused.c_str());
+    return 0;
+  }
+  if (found.sites == 0) return 0;  // not a binary with collectives
+  if (files_.sites_held() + found.sites > usdt_spec_pool(skel_->obj)) {  // as in UsdtProbe::attach
+    stats_.attach_failure("collective", "usdt_pool_full");
+    std::fprintf(stderr, "vigil-agent: collective: not attaching %s: past the %d spec ids of attached files\n",
+                 name.c_str(), usdt_spec_pool(skel_->obj));
+    return 0;
+  }
+  file.sites = found.sites;
   Link begin(bpf_program__attach_usdt(skel_->progs.collective_begin, -1, path.c_str(), "vigil", "collective_begin",
                                       nullptr));
   const int begin_err = begin ? 0 : errno;
@@ -49,8 +64,8 @@ int CollectiveProbe::attach(const std::string& path, dev_t dev, ino_t inode, con
                  errno_reason(err).c_str());
     return 0;
   }
-  links_.push_back(std::move(begin));
-  links_.push_back(std::move(end));
+  file.links.push_back(std::move(begin));
+  file.links.push_back(std::move(end));
   stats_.add_attached("collective", 2);
   std::fprintf(stderr, "vigil-agent: collective: 2 probes attached in %s\n", name.c_str());
   return 2;
@@ -63,7 +78,9 @@ int CollectiveProbe::attach(const std::string& path) {
     std::fprintf(stderr, "vigil-agent: collective: %s not found\n", path.c_str());
     return 0;
   }
-  return attach(path, st.st_dev, st.st_ino, path);
+  int n = attach(path, st.st_dev, st.st_ino, path);
+  files_.seen({st.st_dev, st.st_ino}).first.pinned = true;
+  return n;
 }
 
 int CollectiveProbe::on_event(void* ctx, void* data, size_t size) {

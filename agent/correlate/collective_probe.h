@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "probes/bpf_util.h"
+#include "probes/file_links.h"
 #include "probes/ring_reader.h"
 #include "stats/agent_stats.h"
 
@@ -30,9 +31,14 @@ class CollectiveProbe {
   CollectiveProbe& operator=(const CollectiveProbe&) = delete;
 
   // Attaches both probes in the file once per device + inode; returns links made (0 when the file
-  // has no collective probes: not a worker binary).
+  // has no collective probes: not a worker binary). Notes are checked first (UsdtProbe::attach).
   int attach(const std::string& path, dev_t dev, ino_t inode, const std::string& name);
+  // Same, for a file named in the config: attached whether or not a process maps it.
   int attach(const std::string& path);
+  // After a full scan: files no process has mapped for `grace` are detached (FileLinks).
+  void release_unmapped(const std::set<FileLinks::FileId>& mapped, std::chrono::milliseconds grace) {
+    files_.release_unmapped(mapped, grace);
+  }
   // Registers the failure ring with `reader`: the callback runs on the reader's thread.
   void add_rings(RingReader& reader);
 
@@ -46,8 +52,7 @@ class CollectiveProbe {
   AgentStats& stats_;
   OnFailure on_failure_;
   std::unique_ptr<collective_bpf, SkelDeleter> skel_;
-  std::set<std::pair<dev_t, ino_t>> done_;
-  std::vector<Link> links_;  // destroyed before the skeleton: declared after it
+  FileLinks files_;  // destroyed before the skeleton: declared after it
 };
 
 }  // namespace vigil::agent

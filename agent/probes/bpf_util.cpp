@@ -49,6 +49,11 @@ KernelCounters read_kernel_counters(const bpf_map* stats_map, const bpf_object* 
   return out;
 }
 
+int usdt_spec_pool(const bpf_object* obj) {
+  const bpf_map* specs = bpf_object__find_map_by_name(obj, "__bpf_usdt_specs");
+  return specs ? static_cast<int>(bpf_map__max_entries(specs)) : 0;
+}
+
 uint64_t count_map_entries(const bpf_map* map) {
   std::vector<char> key(bpf_map__key_size(map)), next(key.size());
   const void* prev = nullptr;

@@ -51,6 +51,10 @@ bool kernel_has_btf_tracepoint(const std::string& btf_path, const std::string& n
 // Number of entries in a BPF hash map (walks its keys).
 uint64_t count_map_entries(const bpf_map* map);
 
+// The USDT argument specs libbpf can hand out for OBJ's attachments: the size of the
+// __bpf_usdt_specs map that <bpf/usdt.bpf.h> adds to the object (0 when it has none).
+int usdt_spec_pool(const bpf_object* obj);
+
 // Registers `maps` of probe set `set` as vigil_agent_table_entries sources; with `remove`,
 // unregisters them (before the maps go away).
 void register_tables(AgentStats& stats, const std::string& set, const std::vector<const bpf_map*>& maps,

@@ -9,11 +9,7 @@
 
 namespace vigil::agent {
 
-UprobeSet::~UprobeSet() {
-  for (const auto& [id, lib] : libraries_) stats_.add_attached(set_, -static_cast<int>(lib.links.size()));
-}
-
-bool UprobeSet::attach_one(Library& lib, const std::string& path, const UprobeTarget& t, bool retprobe) {
+bool UprobeSet::attach_one(FileLinks::File& lib, const std::string& path, const UprobeTarget& t, bool retprobe) {
   LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = t.cookie, .retprobe = retprobe,
               .func_name = t.symbol);
   Link link(bpf_program__attach_uprobe_opts(retprobe ? exit_ : enter_, -1, path.c_str(), 0, &opts));
@@ -30,9 +26,7 @@ bool UprobeSet::attach_one(Library& lib, const std::string& path, const UprobeTa
 }
 
 int UprobeSet::attach(const std::string& path, dev_t dev, ino_t inode, const std::string& name) {
-  auto [it, added] = libraries_.try_emplace({dev, inode});
-  Library& lib = it->second;
-  lib.last_mapped = Clock::now();
+  auto [lib, added] = files_.seen({dev, inode});
   if (!added) return 0;
   lib.name = name;
   for (const auto& t : targets_) {
@@ -54,24 +48,8 @@ int UprobeSet::attach_pinned(const std::string& path) {
     return 0;
   }
   int n = attach(path, st.st_dev, st.st_ino, path);
-  libraries_[{st.st_dev, st.st_ino}].pinned = true;
+  files_.seen({st.st_dev, st.st_ino}).first.pinned = true;
   return n;
-}
-
-void UprobeSet::release_unmapped(const std::set<FileId>& mapped, std::chrono::milliseconds grace) {
-  auto now = Clock::now();
-  for (auto it = libraries_.begin(); it != libraries_.end();) {
-    Library& lib = it->second;
-    if (mapped.count(it->first)) lib.last_mapped = now;
-    if (lib.pinned || now - lib.last_mapped < grace) {
-      ++it;
-      continue;
-    }
-    std::fprintf(stderr, "vigil-agent: %s: no process maps %s any more; detaching its %zu probes\n",
-                 set_.c_str(), lib.name.c_str(), lib.links.size());
-    stats_.add_attached(set_, -static_cast<int>(lib.links.size()));
-    it = libraries_.erase(it);
-  }
 }
 
 }  // namespace vigil::agent

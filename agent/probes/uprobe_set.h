@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "probes/bpf_util.h"
+#include "probes/file_links.h"
 #include "stats/agent_stats.h"
 
 namespace vigil::agent {
@@ -27,13 +28,12 @@ class UprobeSet {
  public:
   UprobeSet(std::string set, bpf_program* enter, bpf_program* exit,
             std::vector<UprobeTarget> targets, AgentStats& stats)
-      : set_(std::move(set)), enter_(enter), exit_(exit), targets_(std::move(targets)), stats_(stats) {}
-  ~UprobeSet();
+      : set_(std::move(set)), enter_(enter), exit_(exit), targets_(std::move(targets)), stats_(stats),
+        files_(set_, stats) {}
   UprobeSet(const UprobeSet&) = delete;
   UprobeSet& operator=(const UprobeSet&) = delete;
 
-  using Clock = std::chrono::steady_clock;
-  using FileId = std::pair<dev_t, ino_t>;
+  using FileId = FileLinks::FileId;
 
   // Attaches every target in the library at PATH unless (dev, inode) is attached already;
   // returns the number of links made. Missing required symbols count as attach failures. PATH
@@ -44,23 +44,19 @@ class UprobeSet {
   int attach_pinned(const std::string& path);
   // After a full scan: libraries no process has mapped for `grace` are detached, so replaced
   // or deleted copies (container churn, upgrades) do not pile up links.
-  void release_unmapped(const std::set<FileId>& mapped, std::chrono::milliseconds grace);
+  void release_unmapped(const std::set<FileId>& mapped, std::chrono::milliseconds grace) {
+    files_.release_unmapped(mapped, grace);
+  }
 
  private:
-  struct Library {
-    std::string name;
-    std::vector<Link> links;
-    bool pinned = false;
-    Clock::time_point last_mapped;
-  };
-  bool attach_one(Library& lib, const std::string& path, const UprobeTarget& t, bool retprobe);
+  bool attach_one(FileLinks::File& lib, const std::string& path, const UprobeTarget& t, bool retprobe);
 
   std::string set_;
   bpf_program* enter_;
   bpf_program* exit_;
   std::vector<UprobeTarget> targets_;
   AgentStats& stats_;
-  std::map<FileId, Library> libraries_;
+  FileLinks files_;
 };
 
 }  // namespace vigil::agent

@@ -11,6 +11,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "probes/usdt_notes.h"
 #include "usdt.h"
 #include "usdt.skel.h"
 
@@ -43,7 +44,7 @@ std::vector<std::string> UsdtProbe::names() {
 }
 
 UsdtProbe::UsdtProbe(const std::string& btf_path, AgentStats& stats, std::set<std::string> off)
-    : stats_(stats), off_(std::move(off)) {
+    : stats_(stats), off_(std::move(off)), files_("usdt", stats) {
   LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
   skel_.reset(usdt_bpf__open_opts(&opts));
   if (!skel_) throw std::runtime_error("open usdt.bpf.o: " + errno_reason(errno));
@@ -56,12 +57,31 @@ UsdtProbe::UsdtProbe(const std::string& btf_path, AgentStats& stats, std::set<st
 UsdtProbe::~UsdtProbe() {
   stats_.add_kernel_source("usdt", [] { return KernelCounters{}; });
   register_tables(stats_, "usdt", {skel_->maps.allocators, skel_->maps.blocks}, true);
-  stats_.add_attached("usdt", -static_cast<int>(links_.size()));
-  links_.clear();
 }
 
 int UsdtProbe::attach(const std::string& path, dev_t dev, ino_t inode, const std::string& name) {
-  if (!done_.insert({dev, inode}).second) return 0;
+  auto [file, added] = files_.seen({dev, inode});
+  if (!added) return 0;
+  file.name = name;
+  std::vector<std::string> wanted;
+  for (const auto& p : kProbes)
+    if (!off_.count(full_name(p))) wanted.push_back(full_name(p));
+  const UsdtSites found = usdt_sites(path, wanted, kMaxUsdtSitesPerFile);
+  if (!found.refused.empty()) {
+    stats_.attach_failure("usdt", "usdt_notes");
+    std::fprintf(stderr, "vigil-agent: usdt: refusing %s: %s\n", name.c_str(), found.refused.c_str());
+    return 0;
+  }
+  if (found.sites == 0) return 0;  // none of ours: nothing for libbpf to look at
+  // Past libbpf's pool an attach fails midway with E2BIG (the agent before this check also aborted
+  // at exit then, "double free detected": not investigated further, avoided).
+  if (files_.sites_held() + found.sites > usdt_spec_pool(skel_->obj)) {
+    stats_.attach_failure("usdt", "usdt_pool_full");
+    std::fprintf(stderr, "vigil-agent: usdt: not attaching %s: %d sites past the %d spec ids held by attached files\n",
+                 name.c_str(), found.sites, usdt_spec_pool(skel_->obj));
+    return 0;
+  }
+  file.sites = found.sites;
   bpf_program* const programs[] = {skel_->progs.pytorch_malloc, skel_->progs.pytorch_free,
                                    skel_->progs.vigil_block_alloc, skel_->progs.vigil_block_free,
                                    skel_->progs.vigil_alloc_snapshot};
@@ -84,7 +104,7 @@ int UsdtProbe::attach(const std::string& path, dev_t dev, ino_t inode, const std
       continue;
     }
     ++by_provider[p.provider].first;
-    links_.push_back(std::move(link));
+    file.links.push_back(std::move(link));
     ++n;
   }
   for (const auto& [provider, counts] : by_provider)
@@ -102,7 +122,9 @@ int UsdtProbe::attach(const std::string& path) {
     std::fprintf(stderr, "vigil-agent: usdt: %s not found\n", path.c_str());
     return 0;
   }
-  return attach(path, st.st_dev, st.st_ino, path);
+  int n = attach(path, st.st_dev, st.st_ino, path);
+  files_.seen({st.st_dev, st.st_ino}).first.pinned = true;
+  return n;
 }
 
 int UsdtProbe::allocators_fd() const { return bpf_map__fd(skel_->maps.allocators); }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "probes/bpf_util.h"
+#include "probes/file_links.h"
 #include "stats/agent_stats.h"
 
 struct usdt_bpf;
@@ -28,8 +29,15 @@ class UsdtProbe {
   UsdtProbe& operator=(const UsdtProbe&) = delete;
 
   // Attaches every known probe found in the file (once per device + inode); returns links made.
+  // A file whose notes do not hold together, or with more than kMaxUsdtSitesPerFile sites of the
+  // probes attached here, is refused (attach failure "usdt_notes"): each site is an uprobe.
   int attach(const std::string& path, dev_t dev, ino_t inode, const std::string& name);
+  // Same, for a file named in the config: attached whether or not a process maps it.
   int attach(const std::string& path);
+  // After a full scan: files no process has mapped for `grace` are detached (FileLinks).
+  void release_unmapped(const std::set<FileLinks::FileId>& mapped, std::chrono::milliseconds grace) {
+    files_.release_unmapped(mapped, grace);
+  }
 
   int allocators_fd() const;
   int blocks_fd() const;
@@ -40,9 +48,8 @@ class UsdtProbe {
   };
   AgentStats& stats_;
   std::unique_ptr<usdt_bpf, SkelDeleter> skel_;
-  std::set<std::pair<dev_t, ino_t>> done_;
   std::set<std::string> off_;  // "PROVIDER:NAME" not attached
-  std::vector<Link> links_;
+  FileLinks files_;            // destroyed before the skeleton: declared after it
 };
 
 }  // namespace vigil::agent

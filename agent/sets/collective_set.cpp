@@ -17,7 +17,8 @@ Correlator& correlator_of(const LoadedSets& loaded) {
 }  // namespace
 
 CollectiveSet::CollectiveSet(SetContext& ctx)
-    : correlator_(correlator_of(ctx.loaded)),
+    : grace_(ctx.cfg.grace_period),
+      correlator_(correlator_of(ctx.loaded)),
       probe_(ctx.cfg.kernel_btf, ctx.stats,
              [this](const collective_failure& f) { correlator_.on_collective_failure(f); }) {
   correlator_.set_collective_procs_fd(probe_.procs_fd());
@@ -27,6 +28,10 @@ CollectiveSet::CollectiveSet(SetContext& ctx)
 
 void CollectiveSet::on_library(const LibraryHit& hit) {
   if (hit.kind == LibraryKind::kUsdt) probe_.attach(hit.file.path(), hit.dev, hit.inode, hit.name);
+}
+
+void CollectiveSet::on_full_scan(const std::vector<LibraryHit>& mapped) {
+  probe_.release_unmapped(files_of_kind(mapped, LibraryKind::kUsdt), grace_);
 }
 
 }  // namespace vigil::agent

@@ -2,6 +2,9 @@
 // probes; each failed collective goes to the correlation set's correlator.
 #pragma once
 
+#include <chrono>
+#include <vector>
+
 #include "correlate/collective_probe.h"
 #include "correlate/correlator.h"
 #include "sets/probe_set.h"
@@ -16,8 +19,10 @@ class CollectiveSet : public ProbeSet {
   // loaded when probes.usdt is on, and relies on the usdt set for discovery (if that set failed
   // to load, only the configured libraries.usdt files are probed).
   void on_library(const LibraryHit& hit) override;
+  void on_full_scan(const std::vector<LibraryHit>& mapped) override;
 
  private:
+  std::chrono::milliseconds grace_;
   Correlator& correlator_;  // the correlation set's, loaded before this one and unloaded after it
   CollectiveProbe probe_;
 };

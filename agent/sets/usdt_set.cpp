@@ -6,7 +6,7 @@
 
 namespace vigil::agent {
 
-UsdtSet::UsdtSet(SetContext& ctx) : probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("usdt")) {
+UsdtSet::UsdtSet(SetContext& ctx) : grace_(ctx.cfg.grace_period), probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("usdt")) {
   const CudaSet* cuda = ctx.loaded.find<CudaSet>();
   allocators_ = std::make_shared<AllocatorCollector>(probe_.allocators_fd(), probe_.blocks_fd(),
                                                      cuda ? cuda->procs_fd() : -1, ctx.processes);
@@ -17,6 +17,10 @@ std::vector<NamedCollector> UsdtSet::collectors() { return {{"allocator", alloca
 
 void UsdtSet::on_library(const LibraryHit& hit) {
   if (hit.kind == LibraryKind::kUsdt) probe_.attach(hit.file.path(), hit.dev, hit.inode, hit.name);
+}
+
+void UsdtSet::on_full_scan(const std::vector<LibraryHit>& mapped) {
+  probe_.release_unmapped(files_of_kind(mapped, LibraryKind::kUsdt), grace_);
 }
 
 void UsdtSet::expire() { allocators_->expire(); }

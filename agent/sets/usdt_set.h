@@ -2,6 +2,7 @@
 // vigil:*), exported as gpu_memory_allocator_* and the slack and fragmentation ratios.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -17,9 +18,11 @@ class UsdtSet : public ProbeSet {
   std::vector<NamedCollector> collectors() override;
   bool watches_libraries() const override { return true; }
   void on_library(const LibraryHit& hit) override;
+  void on_full_scan(const std::vector<LibraryHit>& mapped) override;
   void expire() override;
 
  private:
+  std::chrono::milliseconds grace_;
   UsdtProbe probe_;
   std::shared_ptr<AllocatorCollector> allocators_;
 };

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""Writes the GGUF fuzzer's seed corpus: small valid files covering every metadata type."""
+"""Writes the GGUF fuzzer's seed corpus (small valid files covering every metadata type) and the
+USDT notes fuzzer's (small ELF files with a .note.stapsdt section laid out as GCC's <sys/sdt.h>
+writes it)."""
 import os
 import struct
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "gguf")
+USDT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "usdt_notes")
 
 
 def s(text):
@@ -27,7 +30,44 @@ def gguf(kvs, tensors):
     return head + data
 
 
+def stapsdt_note(provider, name, args):
+    """One SystemTap SDT note: owner "stapsdt", type 3, three addresses, then the strings."""
+    desc = struct.pack("<3Q", 0x1530, 0x2150, 0x4060) + b"\0".join(x.encode() for x in (provider, name, args)) + b"\0"
+    note = struct.pack("<3I", 8, len(desc), 3) + b"stapsdt\0" + desc
+    return note + b"\0" * (-len(note) % 4)
+
+
+def elf_with_sections(sections):
+    """A 64-bit little-endian ELF file: a section-name table, then (name, type, bytes) sections."""
+    names = b"\0.shstrtab\0" + b"".join(n.encode() + b"\0" for n, _, _ in sections)
+    body, headers, name_at = names, [(0, 0, 0, 0), (1, 3, 64, len(names))], 11
+    for name, stype, data in sections:
+        headers.append((name_at, stype, 64 + len(body), len(data)))
+        name_at += len(name) + 1
+        body += data
+    ident = b"\x7fELF" + bytes([2, 1, 1]) + bytes(9)
+    ehdr = ident + struct.pack("<HHIQQQIHHHHHH", 2, 62, 1, 0, 0, 64 + len(body), 0, 64, 0, 0, 64, len(headers), 1)
+    shdrs = b"".join(struct.pack("<IIQQQQIIQQ", n, t, 0, 0, off, size, 0, 0, 1, 0) for n, t, off, size in headers)
+    return ehdr + body + shdrs
+
+
+def usdt_seeds():
+    os.makedirs(USDT_OUT, exist_ok=True)
+    torch = stapsdt_note("pytorch", "malloc", "8@%rsi -1@%r12b 8@%rax -8@%rbp") + stapsdt_note("pytorch", "free", "8@%rsi")
+    vigil = b"".join(stapsdt_note("vigil", n, "8@%rdi 8@%rsi") for n in ("alloc_block_alloc", "alloc_block_free"))
+    files = {
+        "allocator.elf": elf_with_sections([(".note.stapsdt", 7, torch + vigil)]),
+        "collective.elf": elf_with_sections([(".text", 1, b"\x90" * 16),
+                                             (".note.stapsdt", 7, stapsdt_note("vigil", "collective_begin", "8@%rdi"))]),
+        "no_notes.elf": elf_with_sections([(".text", 1, b"\xc3")]),
+    }
+    for name, blob in files.items():
+        with open(os.path.join(USDT_OUT, name), "wb") as f:
+            f.write(blob)
+
+
 def main():
+    usdt_seeds()
     os.makedirs(OUT, exist_ok=True)
     scalars = [kv("u8", 0, b"\x07"), kv("i8", 1, b"\xff"), kv("u16", 2, b"\1\0"), kv("i16", 3, b"\2\0"),
                kv("u32", 4, struct.pack("<I", 30)), kv("i32", 5, struct.pack("<i", -3)),

@@ -9,7 +9,9 @@
 //   slow /proc scan never lets a ring fill. Its callbacks touch processes_ (own lock), libraries_
 //   (own lock), stats_ (own lock), the correlator (own lock), the probes' log limiters and the XID
 //   probe's recent lines (reader thread only);
-// - the HTTP server's thread: scrapes (collectors read BPF maps and processes_).
+// - the HTTP endpoint's I/O thread: connections, /healthz and /readyz from atomics only (the
+//   liveness rule, ready_), so they are answered while a scrape waits for a lock;
+// - the HTTP endpoint's render thread: scrapes (collectors read BPF maps and processes_).
 // The locks the reader can wait for are held briefly: libraries_'s never across a /proc read;
 // processes_'s across reading one /proc/PID/comm and cgroup and a `tracked` map update; stats_'s
 // during a scrape's count of the BPF tables (map walks, milliseconds), which the rings absorb.
@@ -21,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectors/endpoint_collector.h"
 #include "collectors/process_collector.h"
 #include "collectors/self_collector.h"
 #include "discovery/library_watch.h"
@@ -33,6 +36,8 @@
 #include "sets/probe_set.h"
 #include "sets/registry.h"
 #include "stats/agent_stats.h"
+#include "stats/http_stats.h"
+#include "stats/loop_liveness.h"
 #include "stats/series_account.h"
 
 namespace vigil::agent {
@@ -45,7 +50,8 @@ class Agent {
         run_time_stats_(cfg.bpf_stats),
         pod_names_(cfg.container_logs),
         processes_("/proc", cfg.grace_period),
-        libraries_("/proc", cfg.discovery_interval, stats_) {
+        libraries_("/proc", cfg.discovery_interval, stats_),
+        liveness_(stall_limit(cfg), LoopLiveness::Clock::now()) {
     processes_.set_pod_names(&pod_names_);
     if (!run_time_stats_.why_not().empty() && run_time_stats_.why_not() != "disabled_by_config")
       std::fprintf(stderr, "vigil-agent: BPF run-time statistics off (%s): program run time is not counted\n",
@@ -63,6 +69,7 @@ class Agent {
       if (!entry.applies || entry.applies(sets_)) load_set(entry, ctx);
     collectors_.push_back({"self", std::make_shared<SelfCollector>(stats_)});
     collectors_.push_back({"process", std::make_shared<ProcessCollector>()});
+    collectors_.push_back({"endpoint", std::make_shared<EndpointCollector>(http_stats_, liveness_)});
     stats_.add_table_source("agent", "process_labels", [this] { return processes_.size(); });
     stats_.add_table_source("agent", "exec_scans", [this] { return libraries_.pending_exec_scans(); });
     rings_->start();
@@ -73,14 +80,26 @@ class Agent {
     for (const auto& set : sets_) set->poll();
   }
 
-  HttpResponse handle(const std::string& path) {
-    if (path == "/metrics") return {200, "text/plain; version=0.0.4; charset=utf-8", scrape()};
-    if (path == "/healthz") return {200, "text/plain; charset=utf-8", "ok\n"};
-    if (path == "/readyz")
-      return ready_ ? HttpResponse{200, "text/plain; charset=utf-8", "ready\n"}
-                    : HttpResponse{503, "text/plain; charset=utf-8", "starting\n"};
-    return {404, "text/plain; charset=utf-8", "not found; try /metrics, /healthz, /readyz\n"};
+  // Live while the housekeeping loop completes ticks; ready once its first tick has attached to
+  // what was running (docs/probes-agent.md, The endpoint).
+  std::vector<HttpRoute> routes() {
+    return {
+        {"/metrics", false, [this] { return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", scrape()}; }},
+        {"/healthz", true, [this] {
+           std::string stalled = liveness_.stalled(LoopLiveness::Clock::now());
+           return stalled.empty() ? HttpResponse{200, "text/plain; charset=utf-8", "ok\n"}
+                                  : HttpResponse{503, "text/plain; charset=utf-8", stalled + "\n"};
+         }},
+        {"/readyz", true, [this] {
+           return ready_ ? HttpResponse{200, "text/plain; charset=utf-8", "ready\n"}
+                         : HttpResponse{503, "text/plain; charset=utf-8", "starting\n"};
+         }},
+    };
   }
+
+  HttpStats& http_stats() { return http_stats_; }
+  // The loop starts now: loading the probe sets before it does not count against the limit.
+  void loop_starting() { liveness_.ran_at(LoopLiveness::Clock::now()); }
 
   // `lag`: how late this tick starts against its schedule.
   void housekeeping(std::chrono::duration<double> lag) {
@@ -91,6 +110,7 @@ class Agent {
     stats_.set_bpf_stats_enabled(run_time_stats_.counting());
     std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     stats_.record_housekeeping(lag.count(), took.count());
+    liveness_.ran_at(LoopLiveness::Clock::now());
     ready_ = true;
   }
 
@@ -153,6 +173,8 @@ class Agent {
   ProcessTable processes_;
   LibraryWatch libraries_;
   LoadedSets sets_;  // unloaded in reverse load order
+  HttpStats http_stats_;
+  LoopLiveness liveness_;
   std::vector<NamedCollector> collectors_;  // the sets' in registry order, then the agent's own
   std::atomic<bool> ready_{false};
   // Declared last, destroyed first (and reset explicitly in ~Agent): stops the reader thread
@@ -167,14 +189,14 @@ int run_agent(const Config& cfg, const std::atomic<bool>& stop) {
   agent.load_probe_sets();
   std::unique_ptr<HttpServer> http;
   try {
-    http = std::make_unique<HttpServer>(cfg.listen_host, cfg.listen_port,
-                                        [&agent](const std::string& p) { return agent.handle(p); });
+    http = std::make_unique<HttpServer>(cfg.listen_host, cfg.listen_port, agent.routes(), agent.http_stats());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "vigil-agent: %s\n", e.what());
     return 1;
   }
   std::fprintf(stderr, "vigil-agent: serving /metrics, /healthz, /readyz on %s:%d\n",
                cfg.listen_host.c_str(), http->port());
+  agent.loop_starting();
   auto next = std::chrono::steady_clock::now();
   while (!stop) {
     if (auto now = std::chrono::steady_clock::now(); now >= next) {

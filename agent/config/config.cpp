@@ -54,6 +54,13 @@ std::set<std::string> ProbeSets::disabled_in(const std::string& set) const {
   return out;
 }
 
+std::chrono::milliseconds stall_limit(const Config& cfg) {
+  if (cfg.housekeeping_stall_limit.count() > 0) return cfg.housekeeping_stall_limit;
+  // A tick may run late by a few intervals on a busy node (a full /proc scan); 30 s more keeps a
+  // slow first scan from counting as a stall.
+  return 3 * cfg.poll_interval + std::chrono::seconds(30);
+}
+
 void apply_listen(Config& cfg, const std::string& value, const std::string& key, int line) {
   auto colon = value.rfind(':');
   if (colon == std::string::npos || colon == 0)
@@ -87,6 +94,9 @@ Config parse_config(const std::string& yaml_text) {
       {"poll_interval", [&](const std::string& k, const YAML::Node& v) { cfg.poll_interval = duration(k, v); }},
       {"discovery_interval", [&](const std::string& k, const YAML::Node& v) { cfg.discovery_interval = duration(k, v); }},
       {"grace_period", [&](const std::string& k, const YAML::Node& v) { cfg.grace_period = duration(k, v); }},
+      {"housekeeping_stall_limit", [&](const std::string& k, const YAML::Node& v) {
+         cfg.housekeeping_stall_limit = duration(k, v);
+       }},
       {"bpf_stats", [&](const std::string& k, const YAML::Node& v) { cfg.bpf_stats = boolean(k, v); }},
       {"probes", [&](const std::string& k, const YAML::Node& v) {
          walk(k, v, {

@@ -42,12 +42,17 @@ struct Config {
   std::chrono::milliseconds poll_interval{1000};       // scan exec'd processes, sample windows
   std::chrono::milliseconds discovery_interval{10000}; // full /proc scan (libraries dlopen'ed late)
   std::chrono::milliseconds grace_period{60000};       // keep series of exited processes this long
+  // /healthz fails when no housekeeping tick completed for this long; unset: 3 x poll_interval + 30 s.
+  std::chrono::milliseconds housekeeping_stall_limit{0};
   std::chrono::milliseconds fragmentation_window{300000};  // sliding window of the ratio
   int tcp_top_peers = 5;                                // peers per process before "other"
   std::chrono::milliseconds collective_timeout{600000}; // PyTorch's NCCL watchdog default
   std::string container_logs = "/var/log/containers";   // the kubelet's links: pod names ("" = off)
   bool bpf_stats = true;  // keep the kernel's BPF run-time statistics on (per-program cost)
 };
+
+// housekeeping_stall_limit, or its default when unset.
+std::chrono::milliseconds stall_limit(const Config& cfg);
 
 // A bad key or value: names the key and its line (0 when it came from a flag).
 using ConfigError = ConfigKeyError;

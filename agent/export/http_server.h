@@ -1,10 +1,15 @@
-// A minimal HTTP/1.1 server for /metrics, /healthz and /readyz: GET only, bounded, one thread.
+// The agent's HTTP/1.1 endpoint (/metrics, /healthz, /readyz): GET only, one request per
+// connection, served concurrently with a deadline per request and a cap on open connections.
 #pragma once
 
-#include <atomic>
+#include <chrono>
+#include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
-#include <thread>
+#include <vector>
+
+#include "stats/http_stats.h"
 
 namespace vigil::agent {
 
@@ -14,28 +19,35 @@ struct HttpResponse {
   std::string body;
 };
 
-// Answers GET PATH; unknown paths get 404 from the handler itself.
-using HttpHandler = std::function<HttpResponse(const std::string& path)>;
+struct HttpRoute {
+  std::string path;
+  // Answered on the I/O thread: must not block or take a lock a scrape holds (health,
+  // readiness). Other routes run on the render thread, one call at a time; requests that
+  // arrive while one is running share the next call's answer.
+  bool answered_inline = false;
+  std::function<HttpResponse()> answer;
+};
+
+struct HttpLimits {
+  std::chrono::milliseconds request_deadline{10000};  // from accept to the answer's last byte written
+  size_t max_head_bytes = 8192;                        // request line and header fields
+  size_t max_connections = 64;                         // past it the oldest slow connection is closed
+};
 
 class HttpServer {
  public:
   // Binds and listens; throws std::runtime_error with the reason (e.g. address in use).
-  HttpServer(const std::string& host, int port, HttpHandler handler);
+  HttpServer(const std::string& host, int port, std::vector<HttpRoute> routes, HttpStats& stats,
+             HttpLimits limits = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  int port() const { return port_; }  // the bound port (useful when 0 was asked)
+  int port() const;  // the bound port (useful when 0 was asked)
 
  private:
-  void serve();
-  void handle(int fd);
-
-  int listen_fd_ = -1;
-  int port_ = 0;
-  HttpHandler handler_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace vigil::agent

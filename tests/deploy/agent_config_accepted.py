@@ -20,7 +20,7 @@ import podman_flags  # noqa: E402
 # Every key of agent/config/config.cpp, each away from its default where it can be.
 EVERY_KEY = {
     'listen': '0.0.0.0:9500', 'kernel_btf': '/sys/kernel/btf/vmlinux', 'poll_interval': '2s',
-    'discovery_interval': '15s', 'grace_period': '90s', 'bpf_stats': False,
+    'discovery_interval': '15s', 'grace_period': '90s', 'housekeeping_stall_limit': '2m', 'bpf_stats': False,
     'probes': {'tcp': True, 'cuda': True, 'nccl': False, 'usdt': True, 'xid': False, 'disable': ['cuda:cuMemAlloc_v2']},
     'libraries': {'discover': False, 'cuda': ['/usr/lib/x86_64-linux-gnu/libcuda.so.1'], 'nccl': [], 'usdt': []},
     'windows': {'fragmentation': '10m'}, 'correlation': {'collective_timeout': '30m'},

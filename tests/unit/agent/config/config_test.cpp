@@ -17,6 +17,7 @@ TEST(Config, EmptyMeansDefaults) {
   EXPECT_EQ(c.listen_port, 9435);
   EXPECT_TRUE(c.probes.tcp && c.probes.cuda && c.probes.nccl);
   EXPECT_EQ(c.fragmentation_window, std::chrono::minutes(5));
+  EXPECT_EQ(stall_limit(c), std::chrono::seconds(33));  // 3 x poll_interval + 30 s
 }
 
 TEST(Config, EveryKnob) {
@@ -24,6 +25,7 @@ TEST(Config, EveryKnob) {
 kernel_btf: /tmp/vmlinux
 poll_interval: 250ms
 grace_period: 2m
+housekeeping_stall_limit: 45s
 probes: {tcp: false, cuda: true, nccl: off, usdt: no, xid: false, disable: ["cuda:cuGraphLaunch", "usdt:pytorch:malloc"]}
 bpf_stats: off
 discovery_interval: 30s
@@ -40,6 +42,7 @@ tcp: {top_peers: 3}
   EXPECT_EQ(c.kernel_btf, "/tmp/vmlinux");
   EXPECT_EQ(c.poll_interval, std::chrono::milliseconds(250));
   EXPECT_EQ(c.grace_period, std::chrono::minutes(2));
+  EXPECT_EQ(stall_limit(c), std::chrono::seconds(45));
   EXPECT_FALSE(c.probes.tcp);
   EXPECT_FALSE(c.probes.nccl);
   EXPECT_FALSE(c.probes.usdt);
@@ -77,6 +80,7 @@ TEST(Config, BadValuesNamedWithLine) {
   expect_error("listen: host:99999\n", "listen", 1);
   expect_error("\npoll_interval: soon\n", "poll_interval", 2);
   expect_error("grace_period: 0s\n", "grace_period", 1);
+  expect_error("housekeeping_stall_limit: 0s\n", "housekeeping_stall_limit", 1);
   expect_error("tcp:\n  top_peers: -1\n", "tcp.top_peers", 2);
   expect_error("probes: {tcp: maybe}\n", "probes.tcp", 1);
   expect_error("libraries: {cuda: [relative/libcuda.so.1]}\n", "libraries.cuda", 1);

@@ -1,0 +1,58 @@
+// What the agent's HTTP endpoint counts about itself: connections open, answers by status code,
+// and connections it cut (at the connection cap, at the deadline, for an oversized or malformed
+// request head). Written by the I/O thread, read at scrape time: atomics, no lock.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace vigil::agent {
+
+// Why the endpoint cut a connection before or instead of a normal answer.
+enum class HttpRejection : size_t {
+  kCap,         // closed to make room for a new connection at the cap
+  kDeadline,    // no answer written within the request deadline (408 while still reading)
+  kTooLarge,    // request head over its size limit (431)
+  kBadRequest,  // request head that is not HTTP/1.x (400)
+};
+inline constexpr std::array<HttpRejection, 4> kHttpRejections = {
+    HttpRejection::kCap, HttpRejection::kDeadline, HttpRejection::kTooLarge, HttpRejection::kBadRequest};
+
+inline const char* rejection_name(HttpRejection r) {
+  switch (r) {
+    case HttpRejection::kCap: return "cap";
+    case HttpRejection::kDeadline: return "deadline";
+    case HttpRejection::kTooLarge: return "too_large";
+    case HttpRejection::kBadRequest: return "bad_request";
+  }
+  return "unknown";
+}
+
+// Every status the endpoint can answer with: a fixed label set.
+inline constexpr std::array<int, 7> kHttpStatusCodes = {200, 400, 404, 405, 408, 431, 503};
+
+class HttpStats {
+ public:
+  void opened() { open_.fetch_add(1, std::memory_order_relaxed); }
+  void closed() { open_.fetch_sub(1, std::memory_order_relaxed); }
+  void answered(int status) {
+    for (size_t i = 0; i < kHttpStatusCodes.size(); ++i)
+      if (kHttpStatusCodes[i] == status) answers_[i].fetch_add(1, std::memory_order_relaxed);
+  }
+  void rejected(HttpRejection r) { rejections_[static_cast<size_t>(r)].fetch_add(1, std::memory_order_relaxed); }
+
+  int64_t open_connections() const { return open_.load(std::memory_order_relaxed); }
+  uint64_t answers(size_t code_index) const { return answers_[code_index].load(std::memory_order_relaxed); }
+  uint64_t rejections(HttpRejection r) const {
+    return rejections_[static_cast<size_t>(r)].load(std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<int64_t> open_{0};
+  std::array<std::atomic<uint64_t>, kHttpStatusCodes.size()> answers_{};
+  std::array<std::atomic<uint64_t>, kHttpRejections.size()> rejections_{};
+};
+
+}  // namespace vigil::agent

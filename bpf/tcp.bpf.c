@@ -45,6 +45,14 @@ struct {
 	__type(value, struct tcp_timer_state);
 } procs SEC(".maps");
 
+/* Entries each process holds in peers (TCP_PEERS_PER_PROCESS); dropped with its peers entries. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u32);
+} peer_counts SEC(".maps");
+
 /* Every end of a connection with a known owner, keyed by its addresses and ports, so that the
  * correlator can look at both ends of a connection a process uses: a rank that only waits to
  * receive never retransmits, the sender at the other end does. Kept after close (the LRU evicts):
@@ -134,9 +142,30 @@ static __always_inline void peer_key_of(const struct sock *sk, __u32 tgid, struc
 		bpf_core_read(k->daddr, 4, &sk->__sk_common.skc_daddr);
 }
 
-static __always_inline struct tcp_peer_val *peer_of(const struct sock *sk, struct tcp_owner **owner)
+/* The process's counters for peer K, created if new: within its TCP_PEERS_PER_PROCESS entries,
+ * or in its one overflow entry (family 0) past them. */
+static __always_inline struct tcp_peer_val *peer_entry(struct tcp_peer_key *k)
 {
 	static const struct tcp_peer_val zero;
+	static const __u32 none;
+	struct tcp_peer_val *v = bpf_map_lookup_elem(&peers, k);
+	__u32 *held;
+
+	if (v)
+		return v;
+	held = lookup_or_init(&peer_counts, &k->tgid, &none);
+	if (held && *held >= TCP_PEERS_PER_PROCESS) {
+		k->family = 0;
+		__builtin_memset(k->daddr, 0, sizeof(k->daddr));
+		return lookup_or_init(&peers, k, &zero);
+	}
+	if (insert_counted(&peers, k, &zero, BPF_NOEXIST) == 0 && held)
+		__sync_fetch_and_add(held, 1);
+	return bpf_map_lookup_elem(&peers, k);
+}
+
+static __always_inline struct tcp_peer_val *peer_of(const struct sock *sk, struct tcp_owner **owner)
+{
 	struct tcp_peer_key k = {};
 	__u64 key = (__u64)sk;
 
@@ -145,7 +174,7 @@ static __always_inline struct tcp_peer_val *peer_of(const struct sock *sk, struc
 	*owner = sk ? bpf_map_lookup_elem(&owners, &key) : 0;
 	if (sk)
 		peer_key_of(sk, *owner ? (*owner)->tgid : 0, &k);
-	v = lookup_or_init(&peers, &k, &zero);
+	v = peer_entry(&k);
 	if (v && *owner && !v->comm[0])
 		__builtin_memcpy(v->comm, (*owner)->comm, sizeof(v->comm));
 	return v;
@@ -269,7 +298,6 @@ int retransmit_tp(struct trace_event_raw_tcp_retransmit_skb *ctx)
  * (its sock_common's skc_daddr/skc_v6_daddr). */
 static __always_inline int on_synack_retransmit(const struct sock *listener, __u16 family, const void *daddr)
 {
-	static const struct tcp_peer_val zero;
 	__u64 key = (__u64)listener;
 	struct tcp_owner *owner = bpf_map_lookup_elem(&owners, &key);
 	struct tcp_peer_key k = {};
@@ -279,7 +307,7 @@ static __always_inline int on_synack_retransmit(const struct sock *listener, __u
 	k.tgid = owner ? owner->tgid : 0;
 	k.family = family;
 	bpf_probe_read_kernel(k.daddr, family == AF_INET6 ? 16 : 4, daddr);
-	v = lookup_or_init(&peers, &k, &zero);
+	v = peer_entry(&k);
 	if (v) {
 		__sync_fetch_and_add(&v->retrans_segs, 1);
 		__sync_fetch_and_add(&v->synack_retrans, 1);

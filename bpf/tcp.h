@@ -2,6 +2,10 @@
 #pragma once
 
 #define VIGIL_COMM_LEN 16
+/* Peer entries one process (or the unattributed, pid 0) may hold in the node's peers table
+ * (16,384): past it, its further peers share one entry of family 0 (exported as peer="other"),
+ * so a process reset by thousands of addresses cannot take every other's room. */
+#define TCP_PEERS_PER_PROCESS 1024
 
 /* Owner of a socket, recorded in process context (connect, listen, accept, sendmsg). */
 struct tcp_owner {

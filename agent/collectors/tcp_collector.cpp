@@ -51,8 +51,9 @@ std::map<std::string, tcp_peer_val> sum_by_peer(std::vector<PeerRow>& rows, std:
   });
   std::map<std::string, tcp_peer_val> sums;
   for (const auto& r : rows) {
-    std::string peer = address_text(r.key.family, r.key.daddr);
-    if (!chosen.count(peer)) {
+    // Family 0: the process's peers past TCP_PEERS_PER_PROCESS, summed in the kernel.
+    std::string peer = r.key.family == 0 ? "other" : address_text(r.key.family, r.key.daddr);
+    if (peer != "other" && !chosen.count(peer)) {
       if (static_cast<int>(chosen.size()) < top_peers) chosen.insert(peer);
       else peer = "other";
     }
@@ -173,6 +174,7 @@ void TcpCollector::expire() const {
   retired_resets_.expire(alive, now);
   for (const auto& k : map_keys<tcp_peer_key>(peers_fd_))
     if (dead.count(k.tgid)) bpf_map_delete_elem(peers_fd_, &k);
+  for (uint32_t pid : dead) bpf_map_delete_elem(peer_counts_fd_, &pid);
   for (const auto& pid : map_keys<__u32>(procs_fd_))
     if (pid != 0 && (dead.count(pid) || processes_.expired(pid))) {
       dead.insert(pid);

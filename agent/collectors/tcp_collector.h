@@ -25,9 +25,10 @@ double stall_seconds(const tcp_timer_state& s, uint64_t now_ns);
 
 class TcpCollector : public prometheus::Collectable {
  public:
-  TcpCollector(int peers_fd, int procs_fd, int top_peers, ProcessTable& processes)
-      : peers_fd_(peers_fd), procs_fd_(procs_fd), top_peers_(top_peers), processes_(processes),
-        retired_resets_(processes.grace()) {}
+  // peer_counts_fd: tcp.bpf.c's entries per process in peers (dropped with them).
+  TcpCollector(int peers_fd, int peer_counts_fd, int procs_fd, int top_peers, ProcessTable& processes)
+      : peers_fd_(peers_fd), peer_counts_fd_(peer_counts_fd), procs_fd_(procs_fd), top_peers_(top_peers),
+        processes_(processes), retired_resets_(processes.grace()) {}
   std::vector<prometheus::MetricFamily> Collect() const override;
 
   // Drops kernel state and peer choices of processes gone longer than the grace period.
@@ -35,6 +36,7 @@ class TcpCollector : public prometheus::Collectable {
 
  private:
   int peers_fd_;
+  int peer_counts_fd_;
   int procs_fd_;
   int top_peers_;
   ProcessTable& processes_;

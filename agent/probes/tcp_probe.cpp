@@ -87,7 +87,8 @@ TcpProbe::TcpProbe(const std::string& btf_path, AgentStats& stats, const std::se
 }
 
 std::vector<const bpf_map*> TcpProbe::tables() const {
-  return {skel_->maps.owners, skel_->maps.peers, skel_->maps.procs, skel_->maps.conns, skel_->maps.unowned_retrans};
+  return {skel_->maps.owners,         skel_->maps.peers, skel_->maps.peer_counts, skel_->maps.procs, skel_->maps.conns,
+          skel_->maps.unowned_retrans};
 }
 
 TcpProbe::~TcpProbe() {
@@ -97,6 +98,7 @@ TcpProbe::~TcpProbe() {
 }
 
 int TcpProbe::peers_fd() const { return bpf_map__fd(skel_->maps.peers); }
+int TcpProbe::peer_counts_fd() const { return bpf_map__fd(skel_->maps.peer_counts); }
 int TcpProbe::procs_fd() const { return bpf_map__fd(skel_->maps.procs); }
 int TcpProbe::conns_fd() const { return bpf_map__fd(skel_->maps.conns); }
 

@@ -25,6 +25,7 @@ class TcpProbe {
   TcpProbe& operator=(const TcpProbe&) = delete;
 
   int peers_fd() const;
+  int peer_counts_fd() const;
   int procs_fd() const;
   int conns_fd() const;  // both ends of connections (correlation)
 

@@ -5,7 +5,8 @@ namespace vigil::agent {
 
 TcpSet::TcpSet(SetContext& ctx)
     : probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("tcp")),
-      collector_(std::make_shared<TcpCollector>(probe_.peers_fd(), probe_.procs_fd(), ctx.cfg.tcp_top_peers,
+      collector_(std::make_shared<TcpCollector>(probe_.peers_fd(), probe_.peer_counts_fd(), probe_.procs_fd(),
+                                                ctx.cfg.tcp_top_peers,
                                                 ctx.processes)) {}
 
 std::vector<NamedCollector> TcpSet::collectors() { return {{"tcp", collector_}}; }

@@ -10,6 +10,7 @@
 #include "config/config.h"
 #include "libbpf_log.h"
 #include "preflight.h"
+#include "probes/pinned_state.h"
 #include "probes/smoke_probe.h"
 #include "sets/registry.h"
 #include "vigil/version.h"
@@ -25,6 +26,9 @@ constexpr const char* kUsage =
     "options:\n"
     "  --config FILE        YAML configuration (see docs/probes-agent.md); flags override it\n"
     "  --listen HOST:PORT   address for /metrics, /healthz, /readyz (default 0.0.0.0:9435)\n"
+    "  --bpf-pin-root DIR   bpffs directory of the state kept across restarts\n"
+    "                       (default /sys/fs/bpf/vigil; \"\" keeps none)\n"
+    "  --cleanup     remove every pin under the pin root and exit (uninstall)\n"
     "  --self-test   load a small BPF program, attach it to a tracepoint, see one event,\n"
     "                detach; exit 0 when the eBPF toolchain works on this host\n"
     "  -v, --verbose include libbpf's debug log\n"
@@ -47,11 +51,14 @@ void print_config_error(const vigil::agent::ConfigError& e) {
 int main(int argc, char** argv) {
   bool self_test = false;
   bool verbose = false;
+  bool cleanup = false;
   std::string config_path;
+  std::string pin_root;
+  bool pin_root_set = false;
   std::string listen;
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
-    if ((arg == "--config" || arg == "--listen") && i + 1 >= argc) {
+    if ((arg == "--config" || arg == "--listen" || arg == "--bpf-pin-root") && i + 1 >= argc) {
       std::fprintf(stderr, "vigil-agent: %s needs a value (see --help)\n", argv[i]);
       return 2;
     }
@@ -69,6 +76,11 @@ int main(int argc, char** argv) {
       config_path = argv[++i];
     } else if (arg == "--listen") {
       listen = argv[++i];
+    } else if (arg == "--bpf-pin-root") {
+      pin_root = argv[++i];
+      pin_root_set = true;
+    } else if (arg == "--cleanup") {
+      cleanup = true;
     } else if (arg == "-v" || arg == "--verbose") {
       verbose = true;
     } else {
@@ -90,9 +102,19 @@ int main(int argc, char** argv) {
     if (!config_path.empty()) cfg = vigil::agent::load_config_file(config_path);
     if (!listen.empty()) vigil::agent::apply_listen(cfg, listen, "--listen", 0);
     vigil::agent::check_disabled_probes(cfg.probes);
+    if (pin_root_set) cfg.bpf_pin_root = pin_root;
   } catch (const vigil::agent::ConfigError& e) {
     print_config_error(e);
     return 2;
+  }
+  if (cleanup) {
+    int removed = cfg.bpf_pin_root.empty() ? 0 : vigil::agent::remove_pins(cfg.bpf_pin_root);
+    if (removed < 0) {
+      std::fprintf(stderr, "vigil-agent: cleanup of %s: %s\n", cfg.bpf_pin_root.c_str(), std::strerror(-removed));
+      return 1;
+    }
+    std::printf("vigil-agent: %d pins removed from %s\n", removed, cfg.bpf_pin_root.c_str());
+    return 0;
   }
   for (const std::string& problem :
        {vigil::agent::check_kernel_btf(cfg.kernel_btf), vigil::agent::check_privileges(cfg.probes.cuda || cfg.probes.nccl || cfg.probes.usdt)}) {

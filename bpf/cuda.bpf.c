@@ -48,6 +48,15 @@ struct {
 	__type(value, __u64);
 } errors SEC(".maps");
 
+/* When the accounting in these maps began (CLOCK_BOOTTIME ns, written by the first agent that
+ * created them; pinned with them): a process started earlier may have allocated unseen. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} since SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);

@@ -4,6 +4,8 @@
 // that long rounded up to one poll interval). With no allocation in the window it is absent.
 // The allocation-size histogram is summed per container and program; exited processes' sizes
 // stay in it (group_sums.h), so its counts do not go back while the program runs.
+// gpu_memory_accounting_complete is 0 for a process that started before the kernel maps began to
+// count (the first agent since the pins existed): its allocations before that were never seen.
 #include "collectors/gpu_memory_collector.h"
 
 #include <bpf/bpf.h>
@@ -18,6 +20,7 @@
 #include "collectors/process_labels.h"
 #include "probes/bpf_util.h"
 #include "probes/cuda_result.h"
+#include "probes/pinned_state.h"
 
 namespace vigil::agent {
 
@@ -35,6 +38,16 @@ void GpuMemoryCollector::expire(uint32_t pid) {
     for (const auto& k : map_keys<PtrKey>(fd))
       if (k.tgid == pid) bpf_map_delete_elem(fd, &k);
   samples_.erase(pid);
+  complete_.erase(pid);
+}
+
+bool GpuMemoryCollector::complete(uint32_t pid) const {
+  auto it = complete_.find(pid);
+  if (it != complete_.end()) return it->second;
+  // Start times are in clock ticks, rounded down: a process started in the tick of since_ns_
+  // counts as incomplete, never the reverse. Unreadable (gone already): not known, so incomplete.
+  uint64_t start = process_start_ns(processes_.proc_root(), pid);
+  return complete_[pid] = start != 0 && start >= since_ns_;
 }
 
 GpuMemoryCollector::AllocSizes& GpuMemoryCollector::AllocSizes::operator+=(const AllocSizes& o) {
@@ -98,6 +111,10 @@ std::vector<prometheus::MetricFamily> GpuMemoryCollector::Collect() const {
                           MetricType::Histogram);
   auto failures = make_family("gpu_memory_allocation_failures_total",
                               "Failed allocation calls, by CUDA error name.", MetricType::Counter);
+  auto complete_family = make_family("gpu_memory_accounting_complete",
+                                     "1 when the agent's maps counted the process from its start; 0 when it "
+                                     "started before them and its gauges may miss older allocations.",
+                                     MetricType::Gauge);
 
   std::vector<double> bounds;
   for (int i = 0; i < CUDA_HIST_BUCKETS - 1; ++i) bounds.push_back(std::ldexp(1.0, i));
@@ -118,6 +135,7 @@ std::vector<prometheus::MetricFamily> GpuMemoryCollector::Collect() const {
     if (p.allocs > base_allocs)
       add_sample(ratio, l, static_cast<double>(p.small_allocs - base_small) /
                                static_cast<double>(p.allocs - base_allocs));
+    add_sample(complete_family, l, complete(pid) ? 1.0 : 0.0);
     add_sample(live, l, static_cast<double>(p.live_bytes + p.vmm_mapped_bytes));
     add_sample(driver, l, static_cast<double>(p.live_bytes));
     add_sample(mapped, l, static_cast<double>(p.vmm_mapped_bytes));
@@ -141,7 +159,7 @@ std::vector<prometheus::MetricFamily> GpuMemoryCollector::Collect() const {
     l.emplace_back("error", key.second);
     add_sample(failures, l, static_cast<double>(n));
   }
-  return {ratio, live, driver, mapped, physical, reserved, allocs, small, untracked, hist, failures};
+  return {ratio, complete_family, live, driver, mapped, physical, reserved, allocs, small, untracked, hist, failures};
 }
 
 }  // namespace vigil::agent

@@ -20,10 +20,13 @@ namespace vigil::agent {
 class GpuMemoryCollector : public prometheus::Collectable {
  public:
   using Clock = std::chrono::steady_clock;
+  // `accounting_since_ns`: when the kernel maps began to count (CLOCK_BOOTTIME ns); a process
+  // started before it may have allocated unseen, and is marked incomplete.
   GpuMemoryCollector(int procs_fd, int errors_fd, int live_fd, int handles_fd,
-                     std::chrono::milliseconds window, ProcessTable& processes)
+                     std::chrono::milliseconds window, ProcessTable& processes, uint64_t accounting_since_ns)
       : procs_fd_(procs_fd), errors_fd_(errors_fd), live_fd_(live_fd), handles_fd_(handles_fd),
-        window_(window), processes_(processes), retired_sizes_(processes.grace()) {}
+        window_(window), processes_(processes), since_ns_(accounting_since_ns),
+        retired_sizes_(processes.grace()) {}
   std::vector<prometheus::MetricFamily> Collect() const override;
 
   // Called every poll interval: records allocation counts for the sliding window and drops the
@@ -45,11 +48,15 @@ class GpuMemoryCollector : public prometheus::Collectable {
   };
   static AllocSizes sizes_of(const cuda_proc& p);
   void expire(uint32_t pid);
+  // Whether the maps counted PID from its start (mu_ held; decided once, while it lives).
+  bool complete(uint32_t pid) const;
 
   int procs_fd_, errors_fd_, live_fd_, handles_fd_;
   std::chrono::milliseconds window_;
   ProcessTable& processes_;
+  uint64_t since_ns_;
   mutable std::mutex mu_;
+  mutable std::map<uint32_t, bool> complete_;
   std::map<uint32_t, std::deque<Sample>> samples_;
   RetiredSums<AllocSizes> retired_sizes_;
 };

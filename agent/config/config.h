@@ -49,6 +49,7 @@ struct Config {
   std::chrono::milliseconds collective_timeout{600000}; // PyTorch's NCCL watchdog default
   std::string container_logs = "/var/log/containers";   // the kubelet's links: pod names ("" = off)
   bool bpf_stats = true;  // keep the kernel's BPF run-time statistics on (per-program cost)
+  std::string bpf_pin_root = "/sys/fs/bpf/vigil";  // pinned state (--bpf-pin-root; "" = none)
 };
 
 // housekeeping_stall_limit, or its default when unset.

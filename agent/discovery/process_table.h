@@ -38,6 +38,7 @@ class ProcessTable {
   void sweep();
   size_t size();
   std::chrono::milliseconds grace() const { return grace_; }
+  const std::string& proc_root() const { return proc_root_; }
   // Called (under the table's lock, so calls for one pid arrive in order) when an entry of a
   // live process is made (true: seen alive in /proc) and when that entry goes (false); the agent
   // mirrors the table into the kernel with it. Entries made for a process already gone (a series

@@ -14,6 +14,7 @@
 #include "cuda.h"
 #include "cuda.skel.h"
 #include "probes/cuda_result.h"
+#include "probes/pinned_state.h"
 
 namespace vigil::agent {
 namespace {
@@ -59,6 +60,11 @@ std::string api_name(const char* symbol) {
   return s;
 }
 
+// The accounting state a restart must not lose. inflight is not among them: a uretprobe fires
+// only for calls that entered while it was attached, so no later agent could consume an entry
+// the previous one saved. probe_stats and the failure ring are the agent's own health, per run.
+constexpr const char* kPinnedMaps[] = {"procs", "live", "handles", "errors", "since"};
+
 }  // namespace
 
 std::vector<std::string> CudaProbe::names() {
@@ -70,13 +76,49 @@ std::vector<std::string> CudaProbe::names() {
 
 void CudaProbe::SkelDeleter::operator()(cuda_bpf* s) const { cuda_bpf__destroy(s); }
 
-CudaProbe::CudaProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off)
-    : stats_(stats) {
+// With pins, libbpf reuses each pinned map whose type, sizes and flags match this object's and
+// pins the maps it creates; one that differs fails the load with -EINVAL (map_is_reuse_compat).
+int CudaProbe::load(const std::string& btf_path, const std::string& pin_dir) {
   LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
   skel_.reset(cuda_bpf__open_opts(&opts));
   if (!skel_) throw std::runtime_error("open cuda.bpf.o: " + errno_reason(errno));
-  if (int err = cuda_bpf__load(skel_.get()))
-    throw std::runtime_error("load cuda.bpf.o: " + errno_reason(err));
+  if (!pin_dir.empty())
+    for (const char* name : kPinnedMaps)
+      if (int err = bpf_map__set_pin_path(bpf_object__find_map_by_name(skel_->obj, name),
+                                          (pin_dir + "/" + name).c_str()))
+        return err;
+  return cuda_bpf__load(skel_.get());
+}
+
+void CudaProbe::read_since() {
+  const __u32 key = 0;
+  __u64 since = 0;
+  int fd = bpf_map__fd(skel_->maps.since);
+  if (bpf_map_lookup_elem(fd, &key, &since) == 0 && since != 0) {
+    since_ns_ = since;
+    std::fprintf(stderr, "vigil-agent: cuda: pinned accounting adopted, counting since %.3f s ago\n",
+                 static_cast<double>(boot_time_ns() - since) / 1e9);
+    return;
+  }
+  since = boot_time_ns();
+  bpf_map_update_elem(fd, &key, &since, BPF_ANY);
+  since_ns_ = since;
+}
+
+CudaProbe::CudaProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off,
+                     const std::string& pin_dir)
+    : stats_(stats) {
+  if (int err = load(btf_path, pin_dir)) {
+    if (pin_dir.empty()) throw std::runtime_error("load cuda.bpf.o: " + errno_reason(err));
+    // A layout this build does not share: its numbers cannot be adopted; start from zero, marked.
+    std::fprintf(stderr,
+                 "vigil-agent: cuda: the maps pinned in %s do not match this build (%s): not reused, "
+                 "counting from now; vigil-agent --cleanup removes them\n",
+                 pin_dir.c_str(), errno_reason(err).c_str());
+    if ((err = load(btf_path, "")))
+      throw std::runtime_error("load cuda.bpf.o: " + errno_reason(err));
+  }
+  read_since();
   std::vector<UprobeTarget> targets;
   for (const auto& t : cuda_targets())
     if (!off.count(api_name(t.symbol))) targets.push_back(t);

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <set>
 #include <string>
@@ -20,8 +21,10 @@ namespace vigil::agent {
 
 class CudaProbe {
  public:
-  // `off`: driver functions not to probe (names(); a name covers its _ptsz variant).
-  CudaProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off = {});  // throws std::runtime_error
+  // `off`: driver functions not to probe (names(); a name covers its _ptsz variant). `pin_dir`:
+  // the bpffs directory its accounting maps are pinned in and reused from ("": not pinned).
+  CudaProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off = {},
+            const std::string& pin_dir = "");  // throws std::runtime_error
   // The driver functions it probes, as probes.disable names them.
   static std::vector<std::string> names();
   ~CudaProbe();
@@ -42,9 +45,14 @@ class CudaProbe {
   int errors_fd() const;
   int live_fd() const;
   int handles_fd() const;
+  // When the accounting in its maps began (CLOCK_BOOTTIME ns): the first agent that created the
+  // pinned maps, or this one when they are not pinned.
+  uint64_t accounting_since_ns() const { return since_ns_; }
 
  private:
   static int on_failure(void* ctx, void* data, size_t size);
+  int load(const std::string& btf_path, const std::string& pin_dir);  // 0 or a libbpf error
+  void read_since();
   std::vector<const bpf_map*> tables() const;
   struct SkelDeleter {
     void operator()(cuda_bpf* s) const;
@@ -52,6 +60,7 @@ class CudaProbe {
   AgentStats& stats_;
   LogLimiter log_limit_{50};  // the reader's thread only
   std::unique_ptr<cuda_bpf, SkelDeleter> skel_;
+  uint64_t since_ns_ = 0;
   std::unique_ptr<UprobeSet> uprobes_;  // links go first, then the object
 };
 

@@ -1,11 +1,33 @@
 // The CUDA set. Loaded, it has nothing to watch until a libcuda is found: that is not an error.
 #include "sets/cuda_set.h"
 
-namespace vigil::agent {
+#include <cstdio>
+#include <stdexcept>
 
-CudaSet::CudaSet(SetContext& ctx) : grace_(ctx.cfg.grace_period), probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("cuda")) {
+#include "probes/pinned_state.h"
+
+namespace vigil::agent {
+namespace {
+
+// The set's pin directory; without one (no bpffs, pinning off) it counts from its own start.
+std::string cuda_pin_dir(const Config& cfg) {
+  if (cfg.bpf_pin_root.empty()) return "";
+  try {
+    return make_pin_dir(cfg.bpf_pin_root, "cuda");
+  } catch (const std::runtime_error& e) {
+    std::fprintf(stderr, "vigil-agent: cuda: state not pinned, a restart loses it: %s\n", e.what());
+    return "";
+  }
+}
+
+}  // namespace
+
+CudaSet::CudaSet(SetContext& ctx)
+    : grace_(ctx.cfg.grace_period),
+      probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("cuda"), cuda_pin_dir(ctx.cfg)) {
   memory_ = std::make_shared<GpuMemoryCollector>(probe_.procs_fd(), probe_.errors_fd(), probe_.live_fd(),
-                                                 probe_.handles_fd(), ctx.cfg.fragmentation_window, ctx.processes);
+                                                 probe_.handles_fd(), ctx.cfg.fragmentation_window, ctx.processes,
+                                                 probe_.accounting_since_ns());
   graphs_ = std::make_shared<CudaGraphCollector>(probe_.procs_fd(), probe_.errors_fd(), ctx.processes);
   for (const auto& path : ctx.cfg.libraries.cuda) probe_.attach_pinned(path);
   probe_.add_rings(ctx.rings);  // last: a constructor that throws leaves no callback behind

@@ -17,7 +17,11 @@
  *   cuda_workload hold N       after a stdin line, N cuMemAlloc_v2 of 256 bytes, all kept; prints
  *                              the totals as JSON; after the next line frees them all and prints
  *                              the frees; exits after a third (one process filling the agent's
- *                              table of live allocations) */
+ *                              table of live allocations)
+ *   cuda_workload restart      after a stdin line, 10 cuMemAlloc_v2 of 1 MiB; prints the totals
+ *                              as JSON; after the next line frees 5 of them and allocates 3 of
+ *                              2 MiB, prints the totals again; exits after a third (an agent
+ *                              restarted between the two steps must keep the first) */
 #include <cuda.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -163,6 +167,34 @@ static int hold(long n)
 	return 0;
 }
 
+static void print_account(long allocs, long frees, long long live)
+{
+	printf("{\"pid\": %d, \"allocs\": %ld, \"frees\": %ld, \"live_bytes\": %lld}\n", getpid(), allocs, frees, live);
+	fflush(stdout);
+}
+
+static int restart(void)
+{
+	CUdeviceptr p[13];
+	long allocs = 0, frees = 0;
+	long long live = 0;
+
+	printf("ready pid=%d\n", getpid());
+	fflush(stdout);
+	wait_line();
+	for (int i = 0; i < 10; i++)
+		if (!cuMemAlloc(&p[i], 1 << 20)) { allocs++; live += 1 << 20; }
+	print_account(allocs, frees, live);
+	wait_line();
+	for (int i = 0; i < 5; i++)
+		if (!cuMemFree(p[i])) { frees++; live -= 1 << 20; }
+	for (int i = 10; i < 13; i++)
+		if (!cuMemAlloc(&p[i], 2 << 20)) { allocs++; live += 2 << 20; }
+	print_account(allocs, frees, live);
+	wait_line();
+	return 0;
+}
+
 struct thread_account {
 	pthread_t thread;
 	long iterations, allocs, small, frees;
@@ -241,6 +273,8 @@ int main(int argc, char **argv)
 		return burst(atol(argv[2]));
 	if (argc == 3 && !strcmp(argv[1], "hold"))
 		return hold(atol(argv[2]));
+	if (argc == 2 && !strcmp(argv[1], "restart"))
+		return restart();
 	if (argc == 4 && !strcmp(argv[1], "threads"))
 		return threads(atoi(argv[2]), atol(argv[3]));
 	if (argc != 1)

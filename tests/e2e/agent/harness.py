@@ -106,9 +106,18 @@ def listen_port():
 
 
 class Agent:
-    """vigil-agent on a random local port with the given YAML config, stopped with SIGTERM."""
+    """vigil-agent on a random local port with the given YAML config (and extra command-line
+    ARGS), stopped with SIGTERM."""
 
-    def __init__(self, binary, config=""):
+    def __init__(self, binary, config="", args=()):
+        self.binary = binary
+        self.args = list(args)
+        # Pinned state stays out of a real deployment's /sys/fs/bpf/vigil and out of other tests':
+        # an agent given no pin root gets its own, removed when it stops.
+        self.own_pins = None
+        if '--bpf-pin-root' not in self.args:
+            self.own_pins = '/sys/fs/bpf/vigil-test-%d-%d' % (os.getpid(), id(self))
+            self.args += ['--bpf-pin-root', self.own_pins]
         # A port taken meanwhile (a listener, or a client's ephemeral port) only means another try.
         for _ in range(5):
             if self._start(binary, config):
@@ -122,7 +131,7 @@ class Agent:
         self.cfg.write("listen: 127.0.0.1:%d\npoll_interval: 200ms\n%s" % (self.port, config))
         self.cfg.close()
         self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([binary, '--config', self.cfg.name], stderr=self.log)
+        self.proc = subprocess.Popen([binary, '--config', self.cfg.name] + self.args, stderr=self.log)
         deadline = time.time() + 20
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -180,6 +189,8 @@ class Agent:
                 fail("agent did not stop within %d s of SIGTERM" % STOP_TIMEOUT_S)
             print("agent stopped %.1f s after SIGTERM, %d links held" % (time.time() - start, len(held['link_id'])))
         os.unlink(self.cfg.name)
+        if self.own_pins:
+            remove_pins(self.binary, self.own_pins)
         if self.proc.returncode != 0:
             fail("agent exited %d after SIGTERM: %s" % (self.proc.returncode, self.log_text()))
         for kind, cmd in (('prog_id', 'prog'), ('link_id', 'link')):
@@ -192,6 +203,14 @@ class Agent:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def remove_pins(binary, root):
+    """`vigil-agent --cleanup` of the pin root ROOT; returns how many pins it removed."""
+    r = sh(binary, '--cleanup', '--bpf-pin-root', root, check=False)
+    if r.returncode != 0 or os.path.exists(root):
+        fail("vigil-agent --cleanup --bpf-pin-root %s: exit %d, %s%s" % (root, r.returncode, r.stdout, r.stderr))
+    return int(r.stdout.split()[1])
 
 
 def mapped_path(pid, name_prefix):

@@ -1,0 +1,102 @@
+// Pinned state on bpffs. Directories are created one level at a time because libbpf's pin only
+// creates the last one (make_parent_dir in libbpf.c); the uninstall walks the tree bottom-up.
+#include "probes/pinned_state.h"
+
+#include <dirent.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#include "probes/bpf_util.h"
+
+namespace vigil::agent {
+namespace {
+
+constexpr long kBpfFsMagic = 0xcafe4a11;  // BPF_FS_MAGIC, linux/magic.h
+const std::string kBpfFs = "/sys/fs/bpf";
+
+bool is_bpffs(const std::string& path) {
+  struct statfs st {};
+  return statfs(path.c_str(), &st) == 0 && static_cast<long>(st.f_type) == kBpfFsMagic;
+}
+
+void make_dir(const std::string& path) {
+  if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
+    throw std::runtime_error("mkdir " + path + ": " + errno_reason(errno));
+}
+
+// Removes PATH and what lies under it; counts the pins (non-directories) removed.
+int remove_tree(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return errno == ENOENT ? 0 : -errno;
+  if (!S_ISDIR(st.st_mode)) return unlink(path.c_str()) == 0 ? 1 : -errno;
+  int removed = 0;
+  if (DIR* d = opendir(path.c_str())) {
+    std::vector<std::string> names;
+    while (dirent* e = readdir(d))
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
+    closedir(d);
+    for (const auto& n : names) {
+      int r = remove_tree(path + "/" + n);
+      if (r < 0) return r;
+      removed += r;
+    }
+  }
+  return rmdir(path.c_str()) == 0 ? removed : -errno;
+}
+
+}  // namespace
+
+std::string make_pin_dir(const std::string& root, const std::string& set) {
+  if (root.compare(0, kBpfFs.size(), kBpfFs) == 0 && !is_bpffs(kBpfFs) &&
+      mount("bpf", kBpfFs.c_str(), "bpf", 0, "mode=0700") != 0)
+    throw std::runtime_error("mount bpffs at " + kBpfFs + ": " + errno_reason(errno));
+  std::string path;
+  std::stringstream parts(root.substr(1) + "/v" + std::to_string(kPinSchema) + "/" + set);
+  for (std::string part; std::getline(parts, part, '/');)
+    if (!part.empty()) make_dir(path += "/" + part);
+  if (!is_bpffs(path)) throw std::runtime_error(path + " is not on a bpffs mount");
+  return path;
+}
+
+int remove_pins(const std::string& root) {
+  struct stat st {};
+  if (lstat(root.c_str(), &st) != 0) return errno == ENOENT ? 0 : -errno;
+  if (!is_bpffs(root)) return -ENOTDIR;  // never walk a tree that is not bpffs: only pins go
+  return remove_tree(root);
+}
+
+uint64_t boot_time_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t process_start_ns(const std::string& proc_root, uint32_t pid) {
+  std::ifstream f(proc_root + "/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(f, text);  // one line
+  // comm may hold spaces and ')': the fields after it start at the last ')'.
+  auto close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(text.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && rest >> field; ++i)
+    if (i == 22) {
+      long tick = sysconf(_SC_CLK_TCK);
+      unsigned long long ticks = std::strtoull(field.c_str(), nullptr, 10);
+      return tick > 0 ? ticks * (1000000000ull / static_cast<uint64_t>(tick)) : 0;
+    }
+  return 0;
+}
+
+}  // namespace vigil::agent

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""A restart of the agent loses nothing it had counted (#29). A stand-in CUDA process allocates
+10 x 1 MiB under one agent; the agent is stopped (SIGTERM in round 1, SIGKILL in round 2) and a new
+one started on the same pinned state; the process then frees 5 MiB and allocates 3 x 2 MiB. The
+new agent's live bytes and allocation count must equal the process's own account (11 MiB, 13),
+no counter may go down across the restart, and the new agent must have adopted the pinned state.
+A process that was running before the first agent is marked gpu_memory_accounting_complete 0;
+one started under an agent is marked 1, also after the restarts. At the end `vigil-agent
+--cleanup` removes every pin. Before #29 (no pinned state; `--no-pins` reproduces it) the
+restarted agent reported 6 MiB live and 3 allocations.
+usage: restart.py VIGIL_AGENT CUDA_WORKLOAD [--no-pins]"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from harness import Agent, fail, mapped_path, remove_pins, require_root, run_workload, select, total
+
+CONFIG = 'probes: {tcp: false, nccl: false, usdt: false}\n'
+COUNTERS = ('gpu_memory_allocations_total', 'gpu_memory_small_allocations_total')
+
+
+def step(w):
+    """One line to a `restart` workload, and the account it answers."""
+    w.stdin.write('\n')
+    w.stdin.flush()
+    return json.loads(w.stdout.readline())
+
+
+def finish(w):
+    """The last line a `restart` workload waits for: it exits."""
+    w.stdin.write('\n')
+    w.stdin.flush()
+    w.wait(timeout=10)
+
+
+def view(agent, pid):
+    s = agent.scrape()
+    return {'live_bytes': total(s, 'gpu_memory_driver_allocated_bytes', pid=pid),
+            'allocs': total(s, 'gpu_memory_allocations_total', pid=pid),
+            'complete': [v for _, v in select(s, 'gpu_memory_accounting_complete', pid=pid)],
+            'counters': {name: total(s, name, pid=pid) for name in COUNTERS}}
+
+
+def wait_attached_since(agent, path, t0):
+    """Seconds from T0 until AGENT logs its cuda probes attached to PATH (polled every 5 ms)."""
+    while time.time() < t0 + 20:
+        if any('cuda: ' in l and 'probes attached in' in l and l.endswith(path) for l in agent.log_text().splitlines()):
+            return time.time() - t0
+        time.sleep(0.005)
+    fail('the new agent did not attach to %s in 20 s: %s' % (path, agent.log_text()))
+
+
+def restart(agent, agent_bin, args, how, library):
+    """Stops AGENT with signal HOW, starts a new one with ARGS; returns it and the gap in seconds
+    between the old agent's exit and the new one's attach to LIBRARY."""
+    if how == signal.SIGTERM:
+        agent.stop()
+    else:
+        agent.proc.send_signal(how)
+        agent.proc.wait(timeout=10)
+        os.unlink(agent.cfg.name)
+    gone = time.time()
+    new = Agent(agent_bin, CONFIG, args)
+    gap = wait_attached_since(new, library, gone)
+    return new, gap
+
+
+def main():
+    require_root()
+    agent_bin, workload_bin = sys.argv[1], sys.argv[2]
+    pins = '--no-pins' not in sys.argv[3:]
+    root = '/sys/fs/bpf/vigil-test-restart-%d' % os.getpid()
+    args = ['--bpf-pin-root', root if pins else '']
+    failures = []
+    # Running before any agent: whatever it did before, no agent saw.
+    early = subprocess.Popen([workload_bin, 'restart'], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    if not early.stdout.readline().startswith('ready'):
+        fail('workload did not start')
+    time.sleep(0.05)  # its start tick strictly before the agent's
+    agent = Agent(agent_bin, CONFIG, args)
+    try:
+        for how in (signal.SIGTERM, signal.SIGKILL):
+            w, truth = run_workload(agent, [workload_bin, 'restart'], 'cuda', 'libcuda.so')
+            library = mapped_path(w.pid, 'libcuda.so')
+            time.sleep(0.5)
+            before = view(agent, truth['pid'])
+            print('%s round, before: workload %s; agent %s' % (how.name, truth, before))
+            agent, gap = restart(agent, agent_bin, args, how, library)
+            print('%s round: the new agent was ready, its probes attached, %.3f s after the old one exited' % (how.name, gap))
+            if pins and 'pinned accounting adopted' not in agent.log_text():
+                failures.append('%s: the new agent did not adopt the pinned state' % how.name)
+            truth = step(w)
+            time.sleep(0.5)
+            after = view(agent, truth['pid'])
+            print('%s round, after: workload %s; agent %s' % (how.name, truth, after))
+            if (after['live_bytes'], after['allocs']) != (truth['live_bytes'], truth['allocs']):
+                failures.append('%s: after the restart the agent reports %d bytes live and %d allocations; the '
+                                'workload holds %d bytes after %d allocations'
+                                % (how.name, after['live_bytes'], after['allocs'], truth['live_bytes'], truth['allocs']))
+            for name in COUNTERS:
+                if after['counters'][name] < before['counters'][name]:
+                    failures.append('%s: %s went down across the restart: %d -> %d'
+                                    % (how.name, name, before['counters'][name], after['counters'][name]))
+            if after['complete'] != [1]:
+                failures.append('%s: a process started under an agent is marked %s, not complete'
+                                % (how.name, after['complete']))
+            finish(w)
+        step(early)
+        time.sleep(0.5)
+        marked = view(agent, early.pid)['complete']
+        print('process running before the first agent (pid %d): gpu_memory_accounting_complete %s' % (early.pid, marked))
+        if marked != [0]:
+            failures.append('a process older than every agent is marked %s, not incomplete' % marked)
+        step(early)
+        finish(early)
+    finally:
+        if early.poll() is None:
+            early.kill()
+        agent.stop()
+    if pins:
+        removed = remove_pins(agent_bin, root)
+        print('vigil-agent --cleanup removed %d pins; %s is gone' % (removed, root))
+        if removed < 5:
+            failures.append('--cleanup removed %d pins, expected the 5 maps of the cuda set' % removed)
+    if failures:
+        fail('; '.join(failures))
+    print('ok')
+
+
+if __name__ == '__main__':
+    main()

@@ -25,7 +25,9 @@ K8S_VERSIONS = ['1.29.0', '1.37.0']
 CRDS = {'PodMonitor', 'ServiceMonitor', 'PrometheusRule'}
 # The smallest set the container test passes with (tests/containers/agent_in_container.py).
 AGENT_CAPS = {'SYS_ADMIN', 'SYS_PTRACE'}
-AGENT_HOST_PATHS = {'/sys/kernel/btf', '/sys/kernel/tracing', '/var/log/containers'}
+AGENT_HOST_PATHS = {'/sys/kernel/btf', '/sys/kernel/tracing', '/var/log/containers', '/sys/fs/bpf'}
+# The one host path the agent writes: its pinned state (docs/deploy.md, Restarts).
+AGENT_WRITABLE_MOUNTS = {'/sys/fs/bpf'}
 errors = []
 
 
@@ -70,6 +72,10 @@ def check_contract(name, objs):
     host = {v['name']: v['hostPath']['path'] for v in spec['volumes'] if 'hostPath' in v}
     check(set(host.values()) == AGENT_HOST_PATHS, name + ': agent host paths %s' % sorted(host.values()))
     for m in agent['volumeMounts']:
+        if m['mountPath'] in AGENT_WRITABLE_MOUNTS:
+            check(m.get('mountPropagation') == 'HostToContainer',
+                  name + ': agent mount %s must see the host\'s later mounts (HostToContainer)' % m['mountPath'])
+            continue
         check(m.get('readOnly') is True, name + ': agent mount %s must be read-only' % m['mountPath'])
     check(agent['livenessProbe']['httpGet']['path'] == '/healthz' and agent['readinessProbe']['httpGet']['path'] == '/readyz',
           name + ': agent probes on /healthz and /readyz')

@@ -28,6 +28,7 @@ class FileLinks {
     std::vector<Link> links;
     bool pinned = false;  // named in the config: attached whether or not a process maps it
     int sites = 0;        // USDT sites attached: each may hold one of libbpf's spec ids
+    std::string pin_dir;  // bpffs directory its links are pinned in ("": not pinned)
     Clock::time_point last_mapped;
   };
 
@@ -44,6 +45,9 @@ class FileLinks {
   void release_unmapped(const std::set<FileId>& mapped, std::chrono::milliseconds grace);
   // USDT sites of the files held: an upper bound of the spec ids they use.
   int sites_held() const;
+  // Lets pinned links outlive this object: without it libbpf's destroy disables their perf
+  // events (bpf_link_perf_detach), and the pin would hold a link that no longer fires.
+  void keep_pinned_links();
 
  private:
   std::string set_;

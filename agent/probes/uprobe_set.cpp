@@ -21,14 +21,27 @@ bool UprobeSet::attach_one(FileLinks::File& lib, const std::string& path, const 
     stats_.attach_failure(set_, err == ENOENT ? "symbol_missing" : errno_reason(err));
     return false;
   }
+  pin(lib, link.get(), t, retprobe);
   lib.links.push_back(std::move(link));
   return true;
+}
+
+// A link that cannot be pinned still counts while this agent runs: said, not fatal.
+void UprobeSet::pin(FileLinks::File& lib, bpf_link* link, const UprobeTarget& t, bool retprobe) {
+  if (lib.pin_dir.empty()) return;
+  std::string path = lib.pin_dir + "/" + t.symbol + (retprobe ? "_return" : "_entry");
+  if (int err = bpf_link__pin(link, path.c_str()))
+    std::fprintf(stderr, "vigil-agent: %s: cannot pin %s: %s\n", set_.c_str(), path.c_str(), errno_reason(-err).c_str());
 }
 
 int UprobeSet::attach(const std::string& path, dev_t dev, ino_t inode, const std::string& name) {
   auto [lib, added] = files_.seen({dev, inode});
   if (!added) return 0;
   lib.name = name;
+  if (!pin_dir_.empty()) {
+    std::string dir = pin_dir_ + "/" + std::to_string(dev) + "_" + std::to_string(inode);
+    if (mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST) lib.pin_dir = dir;
+  }
   for (const auto& t : targets_) {
     // An entry probe without its return probe would leave calls half-seen: attach both or none.
     if (!attach_one(lib, path, t, false)) continue;

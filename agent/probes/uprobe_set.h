@@ -30,10 +30,15 @@ class UprobeSet {
             std::vector<UprobeTarget> targets, AgentStats& stats)
       : set_(std::move(set)), enter_(enter), exit_(exit), targets_(std::move(targets)), stats_(stats),
         files_(set_, stats) {}
+  ~UprobeSet() { files_.keep_pinned_links(); }
   UprobeSet(const UprobeSet&) = delete;
   UprobeSet& operator=(const UprobeSet&) = delete;
 
   using FileId = FileLinks::FileId;
+
+  // Pins every link made from now on under DIR/<dev>_<inode>/<symbol>_entry|_return, so the
+  // kernel keeps running them after this object (and the agent) is gone.
+  void pin_links_in(std::string dir) { pin_dir_ = std::move(dir); }
 
   // Attaches every target in the library at PATH unless (dev, inode) is attached already;
   // returns the number of links made. Missing required symbols count as attach failures. PATH
@@ -50,6 +55,7 @@ class UprobeSet {
 
  private:
   bool attach_one(FileLinks::File& lib, const std::string& path, const UprobeTarget& t, bool retprobe);
+  void pin(FileLinks::File& lib, bpf_link* link, const UprobeTarget& t, bool retprobe);
 
   std::string set_;
   bpf_program* enter_;
@@ -57,6 +63,7 @@ class UprobeSet {
   std::vector<UprobeTarget> targets_;
   AgentStats& stats_;
   FileLinks files_;
+  std::string pin_dir_;
 };
 
 }  // namespace vigil::agent

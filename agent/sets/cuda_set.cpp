@@ -41,6 +41,9 @@ void CudaSet::on_library(const LibraryHit& hit) {
 
 void CudaSet::on_full_scan(const std::vector<LibraryHit>& mapped) {
   probe_.release_unmapped(files_of_kind(mapped, LibraryKind::kCuda), grace_);
+  // The first full scan's libraries are attached after it (on_library): from the second on,
+  // every mapped libcuda has this agent's probes and the previous agents' can go.
+  if (++full_scans_ == 2) probe_.release_previous_links();
 }
 
 // The fragmentation window is sampled here too, once per tick.

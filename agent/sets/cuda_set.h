@@ -26,6 +26,7 @@ class CudaSet : public ProbeSet {
 
  private:
   std::chrono::milliseconds grace_;
+  int full_scans_ = 0;
   CudaProbe probe_;
   std::shared_ptr<GpuMemoryCollector> memory_;
   std::shared_ptr<CudaGraphCollector> graphs_;

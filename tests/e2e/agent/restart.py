@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from harness import Agent, fail, mapped_path, remove_pins, require_root, run_workload, select, total
+from harness import Agent, fail, mapped_path, remove_pins, require_root, run_workload, select, total, wait_released
 
 CONFIG = 'probes: {tcp: false, nccl: false, usdt: false}\n'
 COUNTERS = ('gpu_memory_allocations_total', 'gpu_memory_small_allocations_total')
@@ -53,19 +53,17 @@ def wait_attached_since(agent, path, t0):
     fail('the new agent did not attach to %s in 20 s: %s' % (path, agent.log_text()))
 
 
-def restart(agent, agent_bin, args, how, library):
-    """Stops AGENT with signal HOW, starts a new one with ARGS; returns it and the gap in seconds
-    between the old agent's exit and the new one's attach to LIBRARY."""
+def stop(agent, how, held):
+    """Stops AGENT with signal HOW (its ids added to HELD, for the final check)."""
+    for kind, ids in agent.held_bpf_ids().items():
+        held.setdefault(kind, set()).update(ids)
     if how == signal.SIGTERM:
         agent.stop()
     else:
         agent.proc.send_signal(how)
-        agent.proc.wait(timeout=10)
+        agent.proc.wait(timeout=60)
         os.unlink(agent.cfg.name)
-    gone = time.time()
-    new = Agent(agent_bin, CONFIG, args)
-    gap = wait_attached_since(new, library, gone)
-    return new, gap
+    return time.time()
 
 
 def main():
@@ -75,6 +73,7 @@ def main():
     root = '/sys/fs/bpf/vigil-test-restart-%d' % os.getpid()
     args = ['--bpf-pin-root', root if pins else '']
     failures = []
+    held = {}
     # Running before any agent: whatever it did before, no agent saw.
     early = subprocess.Popen([workload_bin, 'restart'], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     if not early.stdout.readline().startswith('ready'):
@@ -82,31 +81,41 @@ def main():
     time.sleep(0.05)  # its start tick strictly before the agent's
     agent = Agent(agent_bin, CONFIG, args)
     try:
-        for how in (signal.SIGTERM, signal.SIGKILL):
+        # SIGTERM and SIGKILL: the workload's second step under the new agent (while the old
+        # agent's pinned links still run beside its own: counted once); 'none': the second step
+        # while no agent runs at all (only pinned links can see it).
+        for name, how, during_gap in (('SIGTERM', signal.SIGTERM, False), ('SIGKILL', signal.SIGKILL, False),
+                                      ('no agent', signal.SIGKILL, True)):
             w, truth = run_workload(agent, [workload_bin, 'restart'], 'cuda', 'libcuda.so')
             library = mapped_path(w.pid, 'libcuda.so')
             time.sleep(0.5)
             before = view(agent, truth['pid'])
-            print('%s round, before: workload %s; agent %s' % (how.name, truth, before))
-            agent, gap = restart(agent, agent_bin, args, how, library)
-            print('%s round: the new agent was ready, its probes attached, %.3f s after the old one exited' % (how.name, gap))
+            print('%s round, before: workload %s; agent %s' % (name, truth, before))
+            gone = stop(agent, how, held)
+            if during_gap:
+                truth = step(w)
+                print('%s round: the workload freed and allocated with no agent running' % name)
+            agent = Agent(agent_bin, CONFIG, args)
+            gap = wait_attached_since(agent, library, gone)
+            print('%s round: the new agent was ready, its probes attached, %.3f s after the old one exited' % (name, gap))
             if pins and 'pinned accounting adopted' not in agent.log_text():
-                failures.append('%s: the new agent did not adopt the pinned state' % how.name)
-            truth = step(w)
+                failures.append('%s: the new agent did not adopt the pinned state' % name)
+            if not during_gap:
+                truth = step(w)
             time.sleep(0.5)
             after = view(agent, truth['pid'])
-            print('%s round, after: workload %s; agent %s' % (how.name, truth, after))
+            print('%s round, after: workload %s; agent %s' % (name, truth, after))
             if (after['live_bytes'], after['allocs']) != (truth['live_bytes'], truth['allocs']):
                 failures.append('%s: after the restart the agent reports %d bytes live and %d allocations; the '
                                 'workload holds %d bytes after %d allocations'
-                                % (how.name, after['live_bytes'], after['allocs'], truth['live_bytes'], truth['allocs']))
-            for name in COUNTERS:
-                if after['counters'][name] < before['counters'][name]:
+                                % (name, after['live_bytes'], after['allocs'], truth['live_bytes'], truth['allocs']))
+            for counter in COUNTERS:
+                if after['counters'][counter] < before['counters'][counter]:
                     failures.append('%s: %s went down across the restart: %d -> %d'
-                                    % (how.name, name, before['counters'][name], after['counters'][name]))
+                                    % (name, counter, before['counters'][counter], after['counters'][counter]))
             if after['complete'] != [1]:
                 failures.append('%s: a process started under an agent is marked %s, not complete'
-                                % (how.name, after['complete']))
+                                % (name, after['complete']))
             finish(w)
         step(early)
         time.sleep(0.5)
@@ -119,12 +128,14 @@ def main():
     finally:
         if early.poll() is None:
             early.kill()
-        agent.stop()
+        stop(agent, signal.SIGTERM, held)
     if pins:
         removed = remove_pins(agent_bin, root)
         print('vigil-agent --cleanup removed %d pins; %s is gone' % (removed, root))
-        if removed < 5:
-            failures.append('--cleanup removed %d pins, expected the 5 maps of the cuda set' % removed)
+        if removed < 6:
+            failures.append('--cleanup removed %d pins, expected at least the 6 maps of the cuda set' % removed)
+        wait_released(held)
+        print('every program and link of the %d agents left the kernel after the cleanup' % 4)
     if failures:
         fail('; '.join(failures))
     print('ok')

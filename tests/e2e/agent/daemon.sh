@@ -28,7 +28,8 @@ expect_exit 1 'missing privileges' -- setpriv --bounding-set=-all --inh-caps=-al
 echo "config errors, missing BTF, missing privileges: ok"
 
 port=$((20000 + RANDOM % 20000))
-"$agent" --listen 127.0.0.1:$port 2>"$tmp/log" & pid=$!
+# No pinned state: SIGTERM must then leave nothing behind (agent_restart covers the pins).
+"$agent" --listen 127.0.0.1:$port --bpf-pin-root "" 2>"$tmp/log" & pid=$!
 for _ in $(seq 50); do curl -sf "127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.2; done
 curl -sf "127.0.0.1:$port/healthz" | grep -qx ok || fail "/healthz"
 curl -sf "127.0.0.1:$port/readyz" | grep -qx ready || fail "/readyz"

@@ -18,7 +18,7 @@ import time
 
 from harness import Agent, fail, mapped_path, remove_pins, require_root, run_workload, select, total, wait_released
 
-CONFIG = 'probes: {tcp: false, nccl: false, usdt: false}\n'
+CONFIG = 'probes: {tcp: false, nccl: false, usdt: false}\ndiscovery_interval: 1s\n'
 COUNTERS = ('gpu_memory_allocations_total', 'gpu_memory_small_allocations_total')
 
 
@@ -117,6 +117,16 @@ def main():
                 failures.append('%s: a process started under an agent is marked %s, not complete'
                                 % (name, after['complete']))
             finish(w)
+        if pins:
+            # The last agent, past its second full scan, has released the previous agents' links.
+            links = os.path.join(root, 'v1', 'cuda', 'links')
+            deadline = time.time() + 30
+            while len(os.listdir(links)) > 1 and time.time() < deadline:
+                time.sleep(0.2)
+            released = [l for l in agent.log_text().splitlines() if 'pinned links of a previous agent' in l]
+            print('link directories left: %d; the last agent: %s' % (len(os.listdir(links)), released))
+            if len(os.listdir(links)) != 1 or not released:
+                failures.append('the previous agents\' links were not released: %s' % os.listdir(links))
         step(early)
         time.sleep(0.5)
         marked = view(agent, early.pid)['complete']

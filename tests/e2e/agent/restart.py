@@ -146,9 +146,30 @@ def main():
             failures.append('--cleanup removed %d pins, expected at least the 6 maps of the cuda set' % removed)
         wait_released(held)
         print('every program and link of the %d agents left the kernel after the cleanup' % 4)
+        mismatch(agent_bin, failures)
     if failures:
         fail('; '.join(failures))
     print('ok')
+
+
+def mismatch(agent_bin, failures):
+    """A pinned map of another layout under the same schema (libbpf's map_is_reuse_compat says
+    no): the agent says so in one line and counts without pins instead of failing the CUDA set."""
+    root = '/sys/fs/bpf/vigil-test-mismatch-%d' % os.getpid()
+    os.makedirs(os.path.join(root, 'v1', 'cuda'))
+    try:
+        subprocess.run(['bpftool', 'map', 'create', os.path.join(root, 'v1', 'cuda', 'procs'), 'type', 'hash',
+                        'key', '4', 'value', '8', 'entries', '1', 'name', 'procs'], check=True)
+        agent = Agent(agent_bin, CONFIG, ['--bpf-pin-root', root])
+        said = [l for l in agent.log_text().splitlines() if 'do not match this build' in l]
+        s = agent.scrape()
+        enabled = [v for _, v in select(s, 'vigil_agent_probe_set_enabled', set='cuda')]
+        agent.stop()
+        print('a pinned procs map of another layout: %s; cuda set enabled %s' % (said, enabled))
+        if len(said) != 1 or enabled != [1]:
+            failures.append('a mismatching pinned map: said %s, cuda set enabled %s' % (said, enabled))
+    finally:
+        remove_pins(agent_bin, root)
 
 
 if __name__ == '__main__':

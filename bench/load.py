@@ -83,7 +83,8 @@ class Server:
             if backend == "cuda":
                 cfg.write(f"  cuda:\n    graphs: {'true' if graphs else 'false'}\n")
             cfg.close()
-            cmd = [WORKER, "serve", "-m", MODEL, "--port", str(self.port), "--config", cfg.name]
+            cmd = [WORKER, "serve", "-m", MODEL, "--port", str(self.port), "--config", cfg.name,
+                   "--allow-client-priority"]  # every request carries `priority`
             ready = "/ready"
         else:
             py = os.path.join(ROOT, ".venv-ref", "bin", "python")

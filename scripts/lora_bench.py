@@ -73,8 +73,8 @@ def main():
     cfg = os.path.join(tmp, "serve.yaml")
     with open(cfg, "w") as f:
         f.write(f"engine:\n  threads: {a.threads}\n")
-    proc = subprocess.Popen([a.binary, "serve", "-m", a.model, "--port", "0", "--adapter-dir", tmp, "--config", cfg],
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([a.binary, "serve", "-m", a.model, "--port", "0", "--adapter-dir", tmp, "--config", cfg,
+                             "--allow-runtime-adapters"], stderr=subprocess.PIPE, text=True)
     port = None
     for line in proc.stderr:
         m = re.search(r"on http://[^ ]+:(\d+) ", line)

@@ -43,6 +43,8 @@ void report_step_target(const StepTargetStats& t) {
 
 constexpr const char* kUsage =
     "usage: vigil-worker serve -m MODEL [--host H] [--port P] [--config FILE] [--adapter-dir DIR]\n"
+    "                          [--api-key KEY] [--metrics-need-key] [--allow-runtime-adapters]\n"
+    "                          [--allow-client-priority]\n"
     "\n"
     "Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models), /health, /ready\n"
     "and /metrics over HTTP/1.1. SIGTERM drains: /ready turns 503, new requests are refused, running\n"
@@ -53,7 +55,15 @@ constexpr const char* kUsage =
     "  --port P           listen port (default 8080; 0 picks a free one; overrides server.port)\n"
     "  --config FILE      YAML config with every knob (see deploy/worker.example.yaml)\n"
     "  --adapter-dir DIR  LoRA adapters may be loaded from here only (POST /v1/load_lora_adapter;\n"
-    "                     overrides server.adapter_dir; default: adapter loading disabled)\n";
+    "                     overrides server.adapter_dir; default: adapter loading disabled)\n"
+    "  --api-key KEY      every /v1/* route needs 'Authorization: Bearer KEY' (else 401); also\n"
+    "                     VIGIL_API_KEY or server.api_key (flag over variable over file); /health,\n"
+    "                     /ready and /metrics stay open. Prefer the variable: argv is world-readable\n"
+    "  --metrics-need-key /metrics needs the key too (server.metrics_need_key)\n"
+    "  --allow-runtime-adapters  POST /v1/load_lora_adapter and /v1/unload_lora_adapter answer\n"
+    "                     (server.allow_runtime_adapters; default: 403; needs --adapter-dir too)\n"
+    "  --allow-client-priority   the request field 'priority' reaches the scheduler\n"
+    "                     (server.allow_client_priority; default: a request with it gets 400)\n";
 
 struct Options {
   std::string model, config;
@@ -61,6 +71,10 @@ struct Options {
   std::optional<int> port;
   TpOptions tp;
   std::optional<std::string> adapter_dir;
+  std::optional<std::string> api_key;
+  bool metrics_need_key = false;
+  bool allow_runtime_adapters = false;
+  bool allow_client_priority = false;
 };
 
 struct UsageError : std::invalid_argument {
@@ -95,6 +109,15 @@ Options parse(int argc, char** argv) {
       o.config = value();
     } else if (a == "--adapter-dir") {
       o.adapter_dir = value();
+    } else if (a == "--api-key") {
+      o.api_key = value();
+      if (o.api_key->empty()) throw UsageError("--api-key: must not be empty");
+    } else if (a == "--metrics-need-key") {
+      o.metrics_need_key = true;
+    } else if (a == "--allow-runtime-adapters") {
+      o.allow_runtime_adapters = true;
+    } else if (a == "--allow-client-priority") {
+      o.allow_client_priority = true;
     } else if (is_tp_flag(a)) {
       try {
         parse_tp_flag(a, value(), o.tp);
@@ -125,6 +148,12 @@ int serve_command(int argc, char** argv) {
     if (o.host) config.server.host = *o.host;
     if (o.port) config.server.port = *o.port;
     if (o.adapter_dir) config.server.adapter_dir = *o.adapter_dir;
+    ApiAccess& access = config.server.access;
+    if (const char* env = std::getenv("VIGIL_API_KEY"); env && *env) access.api_key = env;
+    if (o.api_key) access.api_key = *o.api_key;
+    access.metrics_need_key = access.metrics_need_key || o.metrics_need_key;
+    access.allow_runtime_adapters = access.allow_runtime_adapters || o.allow_runtime_adapters;
+    access.allow_client_priority = access.allow_client_priority || o.allow_client_priority;
     check_serve_config(config);
     if (!config.server.adapter_dir.empty() && !std::filesystem::is_directory(config.server.adapter_dir))
       throw ServeConfigError("server.adapter_dir", 0, "'" + config.server.adapter_dir + "' is not a directory");

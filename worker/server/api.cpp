@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <ctime>
+#include <cstdint>
+#include <cstdio>
 #include <exception>
+#include <random>
 #include <variant>
 
 #include "server/adapter_api.h"
@@ -20,6 +23,25 @@ HttpReply method_not_allowed(std::string_view allowed) {
   return r;
 }
 
+// OpenAI answers a missing or wrong key with 401 and code invalid_api_key; its Python client raises
+// AuthenticationError on the status. WWW-Authenticate as RFC 6750 asks of a bearer-token server.
+HttpReply unauthorized() {
+  HttpReply r = error_reply({401, "invalid_request_error",
+                             "missing or wrong API key: send the header 'Authorization: Bearer <key>'", "",
+                             "invalid_api_key"});
+  r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
+// 12 hex digits from the OS's entropy source, so two workers (or one restarted) never share an id.
+std::string random_id_prefix() {
+  std::random_device rd;
+  const uint64_t bits = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  char out[16];
+  std::snprintf(out, sizeof out, "%012llx", static_cast<unsigned long long>(bits & 0xffffffffffffULL));
+  return out;
+}
+
 }  // namespace
 
 HttpReply error_reply(const ApiError& error) { return json_reply(error.status, error_body(error)); }
@@ -29,11 +51,15 @@ Api::Api(ModelService& service, WorkerMetrics& metrics, ServerState& state, std:
       metrics_(metrics),
       state_(state),
       model_name_(std::move(model_name)),
-      created_(static_cast<int64_t>(std::time(nullptr))) {}
+      created_(static_cast<int64_t>(std::time(nullptr))),
+      id_prefix_(random_id_prefix()) {}
 
-Routed Api::route(std::string_view method, std::string_view target, std::string_view body,
-                  CompletionJob::Clock::time_point arrival) {
+Routed Api::route(std::string_view method, std::string_view target, std::string_view authorization,
+                  std::string_view body, CompletionJob::Clock::time_point arrival) {
   std::string_view path = target.substr(0, target.find('?'));
+  const bool needs_key = path.starts_with("/v1/") || (path == "/metrics" && access_.metrics_need_key);
+  if (needs_key && !access_.api_key.empty() && !bearer_matches(authorization, access_.api_key))
+    return {unauthorized(), nullptr};
   const bool get = method == "GET";
   const bool post = method == "POST";
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
@@ -42,6 +68,12 @@ Routed Api::route(std::string_view method, std::string_view target, std::string_
   }
   if (path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter") {
     if (!post) return {method_not_allowed("POST"), nullptr};
+    if (!access_.allow_runtime_adapters)
+      return {error_reply({403, "permission_error",
+                           "loading and unloading adapters at runtime is off on this server "
+                           "(start the worker with --allow-runtime-adapters)",
+                           "", "runtime_adapters_disabled"}),
+              nullptr};
     return {adapter_endpoint(path == "/v1/load_lora_adapter", body, service_, metrics_, model_name_), nullptr};
   }
   if (path == "/health" || path == "/ready" || path == "/metrics" || path == "/v1/models") {
@@ -73,6 +105,14 @@ Routed Api::completion(ApiKind kind, std::string_view body, CompletionJob::Clock
   auto parsed = parse_completion_request(body, kind);
   if (auto* err = std::get_if<ApiError>(&parsed)) return {reject(Rejection::kInvalid, *err), nullptr};
   CompletionRequest& req = std::get<CompletionRequest>(parsed);
+  if (req.priority_sent && !access_.allow_client_priority) {
+    ApiError e = ApiError::bad_request(
+        "priority: this server does not take a scheduling priority from clients "
+        "(start the worker with --allow-client-priority)",
+        "priority");
+    e.code = "priority_not_allowed";
+    return {reject(Rejection::kInvalid, e), nullptr};
+  }
 
   std::string adapter;
   if (!req.model.empty() && req.model != model_name_) {
@@ -129,7 +169,7 @@ Routed Api::completion(ApiKind kind, std::string_view body, CompletionJob::Clock
   params.adapter = std::move(adapter);
 
   const uint64_t n = next_id_.fetch_add(1);
-  ResponseMeta meta{kind, (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + std::to_string(n),
+  ResponseMeta meta{kind, (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + id_prefix_ + "-" + std::to_string(n),
                     static_cast<int64_t>(std::time(nullptr)), req.model.empty() ? model_name_ : req.model};
   return {{}, std::make_unique<CompletionJob>(std::move(meta), std::move(params), req.stream, req.include_usage,
                                               metrics_, arrival)};

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/api_access.h"
 #include "server/completion_job.h"
 #include "server/model_service.h"
 #include "server/serve_config.h"
@@ -38,13 +39,15 @@ class Api {
  public:
   Api(ModelService& service, WorkerMetrics& metrics, ServerState& state, std::string model_name);
 
-  Routed route(std::string_view method, std::string_view target, std::string_view body,
-               CompletionJob::Clock::time_point arrival);
+  // `authorization`: the request's Authorization header value, empty when absent.
+  Routed route(std::string_view method, std::string_view target, std::string_view authorization,
+               std::string_view body, CompletionJob::Clock::time_point arrival);
   // Submits a routed job. Accepted: the engine's id. Refused: the error reply to send instead.
   std::variant<uint64_t, HttpReply> submit(CompletionJob& job, EventSink sink);
   void cancel(uint64_t id) { service_.cancel(id); }
 
   void set_retry_after(int seconds) { retry_after_seconds_ = seconds; }
+  void set_access(ApiAccess access) { access_ = std::move(access); }
 
  private:
   Routed completion(ApiKind kind, std::string_view body, CompletionJob::Clock::time_point arrival);
@@ -56,6 +59,8 @@ class Api {
   std::string model_name_;
   int64_t created_;  // when the model was loaded, for /v1/models
   int retry_after_seconds_ = 1;
+  ApiAccess access_;
+  std::string id_prefix_;  // random per process: response ids never repeat across workers or restarts
   std::atomic<uint64_t> next_id_{1};
 };
 

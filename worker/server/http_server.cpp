@@ -37,6 +37,7 @@ HttpServer::HttpServer(ModelService& service, WorkerMetrics& metrics, const Serv
       signals_(ioc_),
       drain_timer_(ioc_) {
   api_.set_retry_after(config.retry_after_seconds);
+  api_.set_access(config.access);
   listener_ = std::make_shared<Listener>(ioc_, endpoint_for(config), api_, config_, state_);
   if (handle_signals) {
     signals_.add(SIGTERM);

@@ -65,8 +65,9 @@ constexpr std::string_view kLastChunk = "0\r\n\r\n";
 
 }  // namespace
 
-HttpSession::HttpSession(net::ip::tcp::socket&& socket, Api& api, const ServerConfig& config, ServerState& state)
-    : stream_(std::move(socket)), api_(api), config_(config), state_(state) {
+HttpSession::HttpSession(net::ip::tcp::socket&& socket, Api& api, const ServerConfig& config, ServerState& state,
+                         bool probe_only)
+    : stream_(std::move(socket)), api_(api), config_(config), state_(state), probe_only_(probe_only) {
   state_.connections.fetch_add(1);
 }
 
@@ -77,6 +78,15 @@ void HttpSession::run() {
   net::dispatch(stream_.get_executor(), beast::bind_front_handler(&HttpSession::do_read, shared_from_this()));
 }
 
+void HttpSession::evict() {
+  net::post(stream_.get_executor(), [self = shared_from_this()] {
+    if (!self->idle_ticket_ || self->closed_) return;
+    self->closed_ = true;
+    beast::error_code ignored;
+    self->stream_.socket().close(ignored);
+  });
+}
+
 void HttpSession::do_read() {
   parser_.emplace();
   parser_->header_limit(static_cast<uint32_t>(config_.max_header_bytes));
@@ -84,9 +94,12 @@ void HttpSession::do_read() {
   stream_.expires_after(first_request_ ? config_.read_timeout : config_.idle_timeout);
   http::async_read_header(stream_, buffer_, *parser_,
                           beast::bind_front_handler(&HttpSession::on_read_header, shared_from_this()));
+  if (!probe_only_) idle_ticket_ = state_.idle.add(weak_from_this());
 }
 
 void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
+  if (idle_ticket_) state_.idle.remove(*idle_ticket_);
+  idle_ticket_.reset();
   if (ec) return read_failed(ec);
   first_request_ = false;
   stream_.expires_after(config_.read_timeout);
@@ -110,6 +123,7 @@ void HttpSession::on_read(beast::error_code ec, std::size_t) {
 }
 
 void HttpSession::read_failed(beast::error_code ec) {
+  if (closed_) return;  // evicted at the connection cap
   if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::connection_reset ||
       ec == net::error::eof) {
     return do_close();
@@ -138,8 +152,19 @@ void HttpSession::handle_request() {
   in_flight_ = InFlight(state_);
   const auto method = req.method_string();
   const auto target = req.target();
+  if (probe_only_) {
+    keep_alive_ = false;  // free the reserved slot for the next probe
+    std::string_view path(target.data(), target.size());
+    path = path.substr(0, path.find('?'));
+    if (path != "/health" && path != "/ready")
+      return send(error_reply({503, "server_error",
+                               "the server is at its connection limit (server.max_connections); retry later", "",
+                               "connection_limit"}));
+  }
+  const auto authorization = req[http::field::authorization];
   Routed routed = api_.route(std::string_view(method.data(), method.size()),
-                             std::string_view(target.data(), target.size()), req.body(),
+                             std::string_view(target.data(), target.size()),
+                             std::string_view(authorization.data(), authorization.size()), req.body(),
                              CompletionJob::Clock::now());
   if (!routed.job) return send(std::move(routed.reply));
   job_ = std::move(routed.job);

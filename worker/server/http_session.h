@@ -24,12 +24,17 @@ namespace vigil {
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(boost::asio::ip::tcp::socket&& socket, Api& api, const ServerConfig& config, ServerState& state);
+  // probe_only: accepted beyond server.max_connections; answers /health and /ready, then closes.
+  HttpSession(boost::asio::ip::tcp::socket&& socket, Api& api, const ServerConfig& config, ServerState& state,
+              bool probe_only);
   ~HttpSession();
   HttpSession(const HttpSession&) = delete;
   HttpSession& operator=(const HttpSession&) = delete;
 
   void run();
+  // From any thread: closes the connection if it is still waiting for a request (the listener
+  // frees its slot at the cap); a request that arrived meanwhile is served.
+  void evict();
 
  private:
   enum class After { kRead, kClose };
@@ -66,7 +71,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   Api& api_;
   const ServerConfig& config_;
   ServerState& state_;
+  const bool probe_only_;
 
+  std::optional<uint64_t> idle_ticket_;  // set while waiting for a request head (evictable)
   bool first_request_ = true;
   bool keep_alive_ = false;
   bool chunked_ = true;  // HTTP/1.1 client: SSE goes out in chunks; HTTP/1.0: close-delimited

@@ -1,5 +1,7 @@
-// The accept loop. Over server.max_connections a new connection is closed at once: a cheap,
-// explicit refusal instead of unbounded sessions.
+// The accept loop. At server.max_connections the connection that has waited longest for a request
+// is closed to make room, so idle keep-alive clients cannot lock out new ones; with none waiting,
+// up to server.probe_connections more are accepted for /health and /ready only, so the kubelet's
+// probes are never refused for lack of a slot; past those a new connection is closed at once.
 #include "server/listener.h"
 
 #include <cstdio>
@@ -45,13 +47,22 @@ void Listener::on_accept(beast::error_code ec, tcp::socket socket) {
   if (ec) {
     if (ec == net::error::operation_aborted) return;
     std::fprintf(stderr, "vigil-worker: accept: %s\n", ec.message().c_str());
-  } else if (state_.connections.load() >= config_.max_connections) {
+  } else if (state_.connections.load() < config_.max_connections || make_room()) {
+    std::make_shared<HttpSession>(std::move(socket), api_, config_, state_, false)->run();
+  } else if (state_.connections.load() < config_.max_connections + config_.probe_connections) {
+    std::make_shared<HttpSession>(std::move(socket), api_, config_, state_, true)->run();
+  } else {
     beast::error_code ignored;
     socket.close(ignored);
-  } else {
-    std::make_shared<HttpSession>(std::move(socket), api_, config_, state_)->run();
   }
   do_accept();
+}
+
+bool Listener::make_room() {
+  auto oldest = state_.idle.take_oldest();
+  if (!oldest) return false;
+  oldest->evict();
+  return true;
 }
 
 }  // namespace vigil

@@ -25,6 +25,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
  private:
   void do_accept();
   void on_accept(boost::beast::error_code ec, boost::asio::ip::tcp::socket socket);
+  // Evicts the longest-idle connection; false when every connection is busy.
+  bool make_room();
 
   boost::asio::io_context& ioc_;
   boost::asio::ip::tcp::acceptor acceptor_;

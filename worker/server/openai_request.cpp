@@ -179,7 +179,10 @@ void parse_fields(const json& root, CompletionRequest& r) {
     if (!v->is_object()) bad("stream_options", "expected an object");
     if (const json* u = field(*v, "include_usage")) r.include_usage = get_bool(*u, "stream_options.include_usage");
   }
-  if (const json* v = field(root, "priority")) r.priority = static_cast<int>(get_int(*v, "priority", -1000000, 1000000));
+  if (const json* v = field(root, "priority")) {
+    r.priority = static_cast<int>(get_int(*v, "priority", -1000000, 1000000));
+    r.priority_sent = true;
+  }
   if (const json* v = field(root, "ignore_eos")) r.ignore_eos = get_bool(*v, "ignore_eos");
 }
 

@@ -33,6 +33,7 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;            // stream_options.include_usage
   int priority = 0;
+  bool priority_sent = false;            // the field was present: refused unless the server allows it
   bool ignore_eos = false;
 };
 

@@ -35,6 +35,14 @@ void parse_server(const std::string& prefix, const YAML::Node& node, ServerConfi
       {"stream_queue_chunks", [&](K k, V v) { s.stream_queue_chunks = static_cast<size_t>(integer(k, v, 1, 1000000)); }},
       {"drain_grace", [&](K k, V v) { s.drain_grace = duration(k, v); }},
       {"retry_after_seconds", [&](K k, V v) { s.retry_after_seconds = int_in(k, v, 0, 3600); }},
+      {"probe_connections", [&](K k, V v) { s.probe_connections = int_in(k, v, 0, 1024); }},
+      {"api_key", [&](K k, V v) {
+         s.access.api_key = scalar(k, v);
+         if (s.access.api_key.empty()) fail(k, v, "must not be empty");
+       }},
+      {"metrics_need_key", [&](K k, V v) { s.access.metrics_need_key = boolean(k, v); }},
+      {"allow_runtime_adapters", [&](K k, V v) { s.access.allow_runtime_adapters = boolean(k, v); }},
+      {"allow_client_priority", [&](K k, V v) { s.access.allow_client_priority = boolean(k, v); }},
   });
 }
 
@@ -127,6 +135,8 @@ ServeConfig load_serve_config(const std::string& path) {
 }
 
 void check_serve_config(const ServeConfig& config) {
+  if (config.server.access.metrics_need_key && config.server.access.api_key.empty())
+    throw ServeConfigError("server.metrics_need_key", 0, "needs server.api_key (or --api-key, VIGIL_API_KEY)");
   const EngineConfig& e = config.engine;
   // A sequence at full context must fit in the cache, or it could never finish.
   const long long blocks_per_seq = (e.max_context + e.kv_block_size - 1) / e.kv_block_size;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/backend_config.h"
+#include "server/api_access.h"
 #include "common/config_key_error.h"
 #include "engine/engine.h"
 
@@ -17,7 +18,8 @@ struct ServerConfig {
   std::string model_name;          // empty: the model file's base name
   std::string adapter_dir;         // LoRA adapters load from inside it only; empty: loading disabled
   int io_threads = 1;              // Asio threads; the engine decodes on its own thread
-  int max_connections = 512;       // beyond this, new connections are closed at once
+  int max_connections = 512;       // at this, the longest-idle connection makes room for a new one
+  int probe_connections = 8;       // beyond max_connections, kept for /health and /ready only
   size_t max_header_bytes = 16 * 1024;
   size_t max_body_bytes = 1024 * 1024;
   std::chrono::milliseconds read_timeout{30000};   // whole request (head and body)
@@ -26,6 +28,7 @@ struct ServerConfig {
   size_t stream_queue_chunks = 1024;  // SSE chunks a slow client may fall behind before it is cut
   std::chrono::milliseconds drain_grace{30000};    // SIGTERM: how long in-flight requests may run
   int retry_after_seconds = 1;                     // Retry-After sent with 429
+  ApiAccess access;
 };
 
 struct ServeConfig {

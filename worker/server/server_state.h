@@ -3,12 +3,15 @@
 
 #include <atomic>
 
+#include "server/idle_connections.h"
+
 namespace vigil {
 
 struct ServerState {
   std::atomic<bool> draining{false};  // SIGTERM seen: /ready is 503, completions are refused
   std::atomic<int> connections{0};    // open sessions, against server.max_connections
   std::atomic<int> in_flight{0};      // requests read and not yet fully answered
+  IdleConnections idle;               // sessions waiting for a request, evictable at the cap
 };
 
 // Counts one request as in flight for as long as it lives (moved along with the request).

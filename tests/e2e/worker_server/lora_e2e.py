@@ -82,8 +82,8 @@ def main():
         f.write(whole)
     os.symlink(outside, os.path.join(ADAPTERS, "escape.gguf"))
 
-    proc = subprocess.Popen([BINARY, "serve", "-m", MODEL, "--port", "0", "--adapter-dir", ADAPTERS],
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([BINARY, "serve", "-m", MODEL, "--port", "0", "--adapter-dir", ADAPTERS,
+                             "--allow-runtime-adapters"], stderr=subprocess.PIPE, text=True)
     port = None
     for line in proc.stderr:
         m = re.search(r"on http://[^ ]+:(\d+) ", line)

@@ -56,6 +56,7 @@ class FakeModelService final : public ModelService {
     if (draining_) return {SubmitStatus::kDraining, 0, "draining"};
     if (static_cast<int>(active_.size()) >= config_.max_waiting) return {SubmitStatus::kQueueFull, 0, "4 waiting"};
     uint64_t id = next_id_++;
+    last_priority_ = params.priority;
     active_[id] = Request{std::move(params), std::move(sink), 0, false};
     wake_.notify_all();
     return {SubmitStatus::kAccepted, id, ""};
@@ -89,6 +90,15 @@ class FakeModelService final : public ModelService {
   void wait_idle() {
     std::unique_lock lock(mu_);
     idle_.wait(lock, [&] { return active_.empty(); });
+  }
+  // Requests accepted so far, and the priority the last one carried.
+  size_t submitted() const {
+    std::lock_guard lock(mu_);
+    return static_cast<size_t>(next_id_ - 1);
+  }
+  int last_priority() const {
+    std::lock_guard lock(mu_);
+    return last_priority_;
   }
   size_t active() const {
     std::lock_guard lock(mu_);
@@ -177,6 +187,7 @@ class FakeModelService final : public ModelService {
   std::map<uint64_t, Request> active_;
   std::set<uint64_t> cancelled_;
   uint64_t next_id_ = 1;
+  int last_priority_ = 0;
   bool draining_ = false;
   bool paused_ = false;
   bool stop_ = false;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <random>
+#include <regex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -387,6 +388,150 @@ TEST_F(HttpServerTest, GarbageInputLeavesTheServerServing) {
   }
   HttpClient c(port_);
   EXPECT_EQ(c.request("GET", "/health").status, 200);
+}
+
+TEST_F(HttpServerTest, ApiKeyGuardsEveryV1RouteButNotTheProbes) {
+  config_.access.api_key = "s3cret-key";
+  start();
+  HttpClient c(port_);
+  const std::string body = R"({"prompt":"hi","max_tokens":2})";
+  for (const std::string& auth : {std::string(), std::string("Authorization: Bearer wrong\r\n"),
+                                  std::string("Authorization: Bearer s3cret-ke\r\n")}) {
+    for (const auto& [method, path] : std::vector<std::pair<std::string, std::string>>{
+             {"POST", "/v1/completions"}, {"POST", "/v1/chat/completions"}, {"GET", "/v1/models"},
+             {"POST", "/v1/load_lora_adapter"}, {"POST", "/v1/unload_lora_adapter"}, {"GET", "/v1/nothing"}}) {
+      HttpResult r = c.request(method, path, method == "POST" ? body : "", auth);
+      EXPECT_EQ(r.status, 401) << method << " " << path << " with '" << auth << "'";
+      EXPECT_EQ(r.headers["www-authenticate"], "Bearer");
+      json e = json::parse(r.body);
+      EXPECT_EQ(e["error"]["code"], "invalid_api_key");
+      EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+    }
+  }
+  EXPECT_EQ(backend_.submitted(), 0u);
+  const std::string key = "Authorization: Bearer s3cret-key\r\n";
+  EXPECT_EQ(c.request("POST", "/v1/completions", body, key).status, 200);
+  EXPECT_EQ(c.request("GET", "/v1/models", "", key).status, 200);
+  EXPECT_EQ(c.request("GET", "/health").status, 200);
+  EXPECT_EQ(c.request("GET", "/ready").status, 200);
+  EXPECT_EQ(c.request("GET", "/metrics").status, 200);
+}
+
+TEST_F(HttpServerTest, MetricsNeedTheKeyWhenConfigured) {
+  config_.access.api_key = "s3cret-key";
+  config_.access.metrics_need_key = true;
+  start();
+  HttpClient c(port_);
+  EXPECT_EQ(c.request("GET", "/metrics").status, 401);
+  EXPECT_EQ(c.request("GET", "/metrics", "", "Authorization: Bearer s3cret-key\r\n").status, 200);
+  EXPECT_EQ(c.request("GET", "/health").status, 200);
+}
+
+TEST_F(HttpServerTest, RuntimeAdaptersAreOffUnlessAllowed) {
+  start();
+  HttpClient c(port_);
+  const std::string load = R"({"lora_name":"a","lora_path":"/tmp/a"})";
+  HttpResult off = c.request("POST", "/v1/load_lora_adapter", load);
+  EXPECT_EQ(off.status, 403) << off.body;
+  EXPECT_EQ(json::parse(off.body)["error"]["code"], "runtime_adapters_disabled");
+  EXPECT_EQ(c.request("POST", "/v1/unload_lora_adapter", R"({"lora_name":"a"})").status, 403);
+}
+
+TEST_F(HttpServerTest, RuntimeAdaptersReachTheServiceWhenAllowed) {
+  config_.access.allow_runtime_adapters = true;
+  start();
+  HttpClient c(port_);
+  // The scripted service has no adapter registry: its own refusal, not the server's 403.
+  HttpResult r = c.request("POST", "/v1/load_lora_adapter", R"({"lora_name":"a","lora_path":"/tmp/a"})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "adapter_loading_disabled");
+}
+
+TEST_F(HttpServerTest, ClientPriorityIsRefusedUnlessAllowed) {
+  start();
+  HttpClient c(port_);
+  HttpResult r = c.request("POST", "/v1/completions", R"({"prompt":"hi","max_tokens":2,"priority":5})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  json e = json::parse(r.body);
+  EXPECT_EQ(e["error"]["param"], "priority");
+  EXPECT_EQ(e["error"]["code"], "priority_not_allowed");
+  EXPECT_EQ(backend_.submitted(), 0u);
+  EXPECT_EQ(c.request("POST", "/v1/completions", R"({"prompt":"hi","max_tokens":2,"priority":null})").status, 200);
+}
+
+TEST_F(HttpServerTest, ClientPriorityReachesTheSchedulerWhenAllowed) {
+  config_.access.allow_client_priority = true;
+  start();
+  HttpClient c(port_);
+  EXPECT_EQ(c.request("POST", "/v1/completions", R"({"prompt":"hi","max_tokens":2,"priority":5})").status, 200);
+  EXPECT_EQ(backend_.last_priority(), 5);
+}
+
+// Ids carry a random per-process prefix: two servers (two workers, or one restarted) never repeat one.
+TEST_F(HttpServerTest, ResponseIdsDifferAcrossServers) {
+  start();
+  auto id_from = [&](unsigned short port) {
+    HttpClient c(port);
+    return json::parse(c.request("POST", "/v1/completions", R"({"prompt":"hi","max_tokens":1})").body)["id"]
+        .get<std::string>();
+  };
+  const std::string first = id_from(port_);
+  EXPECT_TRUE(std::regex_match(first, std::regex("cmpl-[0-9a-f]{12}-[0-9]+"))) << first;
+  HttpServer other(backend_, metrics_, config_, "fake-model", false);
+  std::thread runner([&] { other.run(); });
+  const std::string second = id_from(other.port());
+  other.begin_drain();
+  runner.join();
+  EXPECT_TRUE(std::regex_match(second, std::regex("cmpl-[0-9a-f]{12}-1"))) << second;
+  EXPECT_NE(first.substr(0, 17), second.substr(0, 17));
+}
+
+// At the cap the longest-idle keep-alive connection is closed for the newcomer.
+TEST_F(HttpServerTest, AtTheCapTheOldestIdleConnectionMakesRoom) {
+  config_.max_connections = 4;
+  start();
+  std::vector<std::unique_ptr<HttpClient>> idle;
+  for (int i = 0; i < 4; ++i) {
+    idle.push_back(std::make_unique<HttpClient>(port_));
+    ASSERT_EQ(idle.back()->request("GET", "/health").status, 200);
+  }
+  // Newcomers stay open, so the server stays at the cap and each one costs the oldest its slot.
+  std::vector<std::unique_ptr<HttpClient>> late;
+  for (int i = 0; i < 3; ++i) {
+    late.push_back(std::make_unique<HttpClient>(port_));
+    EXPECT_EQ(late.back()->request("GET", "/health").status, 200) << "newcomer " << i;
+    EXPECT_TRUE(idle[static_cast<size_t>(i)]->at_eof()) << "connection " << i << " should have been evicted";
+  }
+  EXPECT_EQ(idle[3]->request("GET", "/health").status, 200);  // the youngest of the first four kept its slot
+}
+
+// With every slot busy (nothing idle to evict), probes still get a reserved slot; other routes 503.
+TEST_F(HttpServerTest, ProbesGetReservedSlotsWhenEveryConnectionIsBusy) {
+  config_.max_connections = 2;
+  config_.probe_connections = 4;
+  start();
+  backend_.set_paused(true);
+  std::vector<std::unique_ptr<HttpClient>> busy;
+  for (int i = 0; i < 2; ++i) {
+    busy.push_back(std::make_unique<HttpClient>(port_));
+    busy.back()->send_request("POST", "/v1/completions", R"({"prompt":"x","max_tokens":3})");
+  }
+  ASSERT_TRUE(eventually([&] { return backend_.active() == 2; }));
+  // Held open together, so no slot is freed between them (a closed one is released asynchronously).
+  std::vector<std::unique_ptr<HttpClient>> probes;
+  for (int i = 0; i < 3; ++i) probes.push_back(std::make_unique<HttpClient>(port_));
+  for (int i = 0; i < 3; ++i) {
+    HttpResult r = probes[static_cast<size_t>(i)]->request("GET", i == 1 ? "/ready" : "/health");
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.headers["connection"], "close");
+    EXPECT_TRUE(probes[static_cast<size_t>(i)]->at_eof());
+  }
+  HttpClient other(port_);
+  HttpResult r = other.request("GET", "/v1/models");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "connection_limit");
+  backend_.set_paused(false);
+  for (auto& c : busy) EXPECT_EQ(c->read_response().status, 200);
 }
 
 }  // namespace

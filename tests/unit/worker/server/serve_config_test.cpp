@@ -41,6 +41,11 @@ server:
   stream_queue_chunks: 7
   drain_grace: 12s
   retry_after_seconds: 3
+  probe_connections: 5
+  api_key: k3y
+  metrics_need_key: true
+  allow_runtime_adapters: true
+  allow_client_priority: true
 engine:
   threads: 3
   kv_blocks: 100
@@ -66,6 +71,11 @@ engine:
   EXPECT_EQ(c.server.stream_queue_chunks, 7u);
   EXPECT_EQ(c.server.drain_grace.count(), 12000);
   EXPECT_EQ(c.server.retry_after_seconds, 3);
+  EXPECT_EQ(c.server.probe_connections, 5);
+  EXPECT_EQ(c.server.access.api_key, "k3y");
+  EXPECT_TRUE(c.server.access.metrics_need_key);
+  EXPECT_TRUE(c.server.access.allow_runtime_adapters);
+  EXPECT_TRUE(c.server.access.allow_client_priority);
   EXPECT_EQ(c.engine.threads, 3);
   EXPECT_EQ(c.engine.kv_blocks, 100);
   EXPECT_EQ(c.engine.kv_block_size, 32);
@@ -176,6 +186,20 @@ TEST(ServeConfig, Durations) {
   EXPECT_EQ(parse_duration("2m").count(), 120000);
   EXPECT_THROW(parse_duration("2h"), std::invalid_argument);
   EXPECT_THROW(parse_duration("ms"), std::invalid_argument);
+}
+
+TEST(ServeConfig, AccessIsClosedByDefaultAndMetricsKeyNeedsAKey) {
+  ServeConfig c = parse_serve_config("");
+  EXPECT_TRUE(c.server.access.api_key.empty());
+  EXPECT_FALSE(c.server.access.allow_runtime_adapters);
+  EXPECT_FALSE(c.server.access.allow_client_priority);
+  try {
+    parse_serve_config("server:\n  metrics_need_key: true\n");
+    FAIL() << "metrics_need_key without api_key accepted";
+  } catch (const ServeConfigError& e) {
+    EXPECT_EQ(e.key(), "server.metrics_need_key");
+  }
+  EXPECT_THROW(parse_serve_config("server:\n  api_key: ''\n"), ServeConfigError);
 }
 
 }  // namespace

@@ -1,0 +1,29 @@
+// The connections waiting for a request, longest-waiting first, so that at the connection cap the
+// listener can close one of them instead of refusing a newcomer (a kubelet probe among them).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace vigil {
+
+class HttpSession;
+
+class IdleConnections {
+ public:
+  // Records a session that started waiting for its next request; the ticket removes it again.
+  uint64_t add(std::weak_ptr<HttpSession> session);
+  // Idempotent: a ticket already taken by take_oldest() is ignored.
+  void remove(uint64_t ticket);
+  // The session that has waited longest and is still alive, removed from the set; null if none.
+  std::shared_ptr<HttpSession> take_oldest();
+
+ private:
+  std::mutex mutex_;  // sessions on every I/O thread's strands add and remove
+  uint64_t next_ticket_ = 1;
+  std::map<uint64_t, std::weak_ptr<HttpSession>> waiting_;  // ticket order is arrival order
+};
+
+}  // namespace vigil

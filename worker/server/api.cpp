@@ -185,9 +185,12 @@ std::variant<uint64_t, HttpReply> Api::submit(CompletionJob& job, EventSink sink
                                             "engine_error"});
   }
   switch (r.status) {
-    case SubmitStatus::kAccepted:
+    case SubmitStatus::kAccepted: {
       if (!adapter.empty()) metrics_.lora_request(adapter);
+      std::lock_guard lock(running_mutex_);
+      running_.insert(r.id);
       return r.id;
+    }
     case SubmitStatus::kQueueFull:
       return reject(Rejection::kQueueFull, {429, "rate_limit_error", "the request queue is full; retry later: " + r.message,
                                             "", "queue_full"});
@@ -205,6 +208,20 @@ std::variant<uint64_t, HttpReply> Api::submit(CompletionJob& job, EventSink sink
   }
   return reject(Rejection::kEngineError, {503, "server_error", "the engine refused the request: " + r.message, "",
                                           "engine_error"});
+}
+
+void Api::finished(uint64_t id) {
+  std::lock_guard lock(running_mutex_);
+  running_.erase(id);
+}
+
+void Api::cancel_running() {
+  std::set<uint64_t> ids;
+  {
+    std::lock_guard lock(running_mutex_);
+    ids = running_;
+  }
+  for (uint64_t id : ids) service_.cancel(id);
 }
 
 }  // namespace vigil

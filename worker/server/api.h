@@ -4,6 +4,8 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -45,6 +47,11 @@ class Api {
   // Submits a routed job. Accepted: the engine's id. Refused: the error reply to send instead.
   std::variant<uint64_t, HttpReply> submit(CompletionJob& job, EventSink sink);
   void cancel(uint64_t id) { service_.cancel(id); }
+  // The engine's last event for `id` reached its session.
+  void finished(uint64_t id);
+  // The drain grace is over: every accepted request is cancelled, so each client gets its error
+  // event (finish reason and error object) from the engine's cancellation rather than a silent close.
+  void cancel_running();
 
   void set_retry_after(int seconds) { retry_after_seconds_ = seconds; }
   void set_access(ApiAccess access) { access_ = std::move(access); }
@@ -62,6 +69,8 @@ class Api {
   ApiAccess access_;
   std::string id_prefix_;  // random per process: response ids never repeat across workers or restarts
   std::atomic<uint64_t> next_id_{1};
+  std::mutex running_mutex_;  // sessions on every I/O thread add and remove
+  std::set<uint64_t> running_;
 };
 
 }  // namespace vigil

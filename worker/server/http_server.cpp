@@ -19,6 +19,9 @@ using net::ip::tcp;
 
 namespace {
 
+// How long cut requests get to write their error event once the grace period is over.
+constexpr std::chrono::seconds kCutFlush{1};
+
 tcp::endpoint endpoint_for(const ServerConfig& config) {
   boost::system::error_code ec;
   auto address = net::ip::make_address(config.host == "localhost" ? "127.0.0.1" : config.host, ec);
@@ -94,9 +97,17 @@ void HttpServer::poll_drain() {
     return;
   }
   if (std::chrono::steady_clock::now() >= drain_deadline_) {
-    std::fprintf(stderr, "vigil-worker: grace period over, %d requests cut, exiting\n", left);
-    ioc_.stop();
-    return;
+    if (!cutting_) {
+      // Cancelled requests end with an error event; give their sessions a moment to write it.
+      std::fprintf(stderr, "vigil-worker: grace period over, %d requests cut\n", left);
+      cutting_ = true;
+      api_.cancel_running();
+      drain_deadline_ = std::chrono::steady_clock::now() + kCutFlush;
+    } else {
+      std::fprintf(stderr, "vigil-worker: %d cut requests still unanswered, exiting\n", left);
+      ioc_.stop();
+      return;
+    }
   }
   drain_timer_.expires_after(std::chrono::milliseconds(20));
   drain_timer_.async_wait([this](boost::system::error_code ec) {

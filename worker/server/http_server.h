@@ -50,6 +50,7 @@ class HttpServer {
   boost::asio::signal_set signals_;
   boost::asio::steady_timer drain_timer_;
   std::chrono::steady_clock::time_point drain_deadline_;
+  bool cutting_ = false;  // the grace period is over and running requests were cancelled
 };
 
 }  // namespace vigil

@@ -193,7 +193,10 @@ void HttpSession::start_job() {
 }
 
 void HttpSession::on_engine_event(const RequestEvent& event) {
-  if (event.finish != FinishReason::kNone) generating_ = false;
+  if (event.finish != FinishReason::kNone) {
+    generating_ = false;
+    api_.finished(request_id_);
+  }
   if (!job_) return;
   std::string out = job_->on_event(event);
   if (closed_) return;  // the client is gone; the job still recorded its metrics

@@ -324,11 +324,18 @@ def test_drain():
     s, _ = open_stream(cut.port, {"prompt": "Write an essay:", "max_tokens": 2000, "ignore_eos": True,
                                   "stream": True})
     s.recv(4096)
+    rest = []
+    reader = threading.Thread(target=lambda: rest.extend(iter(lambda: s.recv(65536), b"")), daemon=True)
+    reader.start()
     t0 = time.time()
     cut.proc.send_signal(signal.SIGTERM)
     rc = cut.proc.wait(timeout=60)
     check(rc == 0 and any("grace period over" in line for line in cut.log),
           f"a request past the grace period is cut, exit 0 after {time.time() - t0:.1f} s (rc {rc})")
+    reader.join(timeout=10)
+    tail = b"".join(rest)[-2000:]
+    check(b'"code":"cancelled"' in tail and b"data: [DONE]" in tail and tail.endswith(b"0\r\n\r\n"),
+          f"the cut stream ends with an error event, [DONE] and the last chunk (tail {tail[-160:]!r})")
 
     impatient = Server("impatient", "server:\n  drain_grace: 60s\n")
     s, _ = open_stream(impatient.port, {"prompt": "Write an essay:", "max_tokens": 2000, "ignore_eos": True,

@@ -60,11 +60,11 @@ std::vector<json> sse_events(const std::string& body, bool* done) {
 
 class HttpServerTest : public ::testing::Test {
  protected:
-  void start() {
+  void start(std::chrono::milliseconds drain_grace = std::chrono::seconds(20)) {
     config_.port = 0;
     config_.max_body_bytes = 4096;
     config_.max_header_bytes = 2048;
-    config_.drain_grace = std::chrono::seconds(20);
+    config_.drain_grace = drain_grace;
     config_.io_threads = 2;
     server_ = std::make_unique<HttpServer>(backend_, metrics_, config_, "fake-model", false);
     port_ = server_->port();
@@ -532,6 +532,28 @@ TEST_F(HttpServerTest, ProbesGetReservedSlotsWhenEveryConnectionIsBusy) {
   EXPECT_EQ(json::parse(r.body)["error"]["code"], "connection_limit");
   backend_.set_paused(false);
   for (auto& c : busy) EXPECT_EQ(c->read_response().status, 200);
+}
+
+// A stream still running when the grace period ends gets an error event and [DONE], not a silent close.
+TEST_F(HttpServerTest, DrainGraceEndGivesCutStreamsAnErrorEvent) {
+  start(std::chrono::milliseconds(200));
+  backend_.set_paused(true);
+  HttpClient c(port_);
+  c.send_request("POST", "/v1/completions", R"({"prompt":"x","max_tokens":50,"stream":true})");
+  ASSERT_TRUE(eventually([&] { return backend_.active() == 1; }));
+  server_->begin_drain();
+  HttpResult r = c.read_response();  // every chunk up to the last one
+  EXPECT_EQ(r.status, 200);
+  bool done = false;
+  std::vector<json> events = sse_events(r.body, &done);
+  EXPECT_TRUE(done) << r.body;
+  ASSERT_FALSE(events.empty()) << r.body;
+  EXPECT_EQ(events.back()["error"]["code"], "cancelled") << r.body;
+  EXPECT_EQ(events.back()["error"]["type"], "server_error");
+  EXPECT_TRUE(backend_.was_cancelled(1));
+  thread_.join();  // run() returns once the cut request is answered
+  backend_.stop();
+  server_.reset();
 }
 
 }  // namespace

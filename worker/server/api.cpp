@@ -9,10 +9,14 @@
 #include <random>
 #include <variant>
 
+#include <boost/asio/post.hpp>
+
 #include "server/adapter_api.h"
 
 namespace vigil {
 namespace {
+
+namespace net = boost::asio;
 
 HttpReply json_reply(int status, std::string body) { return {status, "application/json", std::move(body), {}, false}; }
 
@@ -222,6 +226,40 @@ void Api::cancel_running() {
     ids = running_;
   }
   for (uint64_t id : ids) service_.cancel(id);
+}
+
+bool Api::routed_off_io(std::string_view method, std::string_view target) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  return method == "POST" && (path == "/v1/completions" || path == "/v1/chat/completions");
+}
+
+void Api::start_parsing(int threads, int max_queued) {
+  parse_pool_ = std::make_unique<net::thread_pool>(static_cast<size_t>(threads));
+  max_queued_parses_ = max_queued;
+}
+
+bool Api::post_parse(std::function<void()> work) {
+  if (queued_parses_.fetch_add(1) >= max_queued_parses_) {
+    queued_parses_.fetch_sub(1);
+    return false;
+  }
+  net::post(*parse_pool_, [this, work = std::move(work)] {
+    work();
+    queued_parses_.fetch_sub(1);
+  });
+  return true;
+}
+
+void Api::stop_parsing() {
+  if (parse_pool_) parse_pool_->join();
+}
+
+HttpReply Api::parse_queue_full() {
+  return reject(Rejection::kQueueFull,
+                {429, "rate_limit_error",
+                 "too many requests waiting to be parsed (server.max_queued_parses " +
+                     std::to_string(max_queued_parses_) + "); retry later",
+                 "", "parse_queue_full"});
 }
 
 }  // namespace vigil

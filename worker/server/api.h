@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -10,6 +11,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <boost/asio/thread_pool.hpp>
 
 #include "server/api_access.h"
 #include "server/completion_job.h"
@@ -53,6 +56,17 @@ class Api {
   // event (finish reason and error object) from the engine's cancellation rather than a silent close.
   void cancel_running();
 
+  // Completions (JSON, chat template, tokenizer: up to max_body_bytes each) are routed on parse
+  // threads of their own, so a stream of large prompts never delays /health on an I/O thread.
+  static bool routed_off_io(std::string_view method, std::string_view target);
+  void start_parsing(int threads, int max_queued);
+  // Runs `work` on a parse thread; false (nothing run) when max_queued are already waiting there.
+  bool post_parse(std::function<void()> work);
+  // Joins the parse threads; called once the I/O threads have stopped, before they are destroyed.
+  void stop_parsing();
+  // The 429 for a completion refused because the parse threads' queue was full.
+  HttpReply parse_queue_full();
+
   void set_retry_after(int seconds) { retry_after_seconds_ = seconds; }
   void set_access(ApiAccess access) { access_ = std::move(access); }
 
@@ -69,6 +83,9 @@ class Api {
   ApiAccess access_;
   std::string id_prefix_;  // random per process: response ids never repeat across workers or restarts
   std::atomic<uint64_t> next_id_{1};
+  std::unique_ptr<boost::asio::thread_pool> parse_pool_;
+  int max_queued_parses_ = 0;
+  std::atomic<int> queued_parses_{0};  // posted to the parse threads and not yet finished
   std::mutex running_mutex_;  // sessions on every I/O thread add and remove
   std::set<uint64_t> running_;
 };

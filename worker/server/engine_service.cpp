@@ -1,4 +1,4 @@
-// Adapts the engine to the HTTP layer. Prompts are tokenized here, on the I/O thread that parsed
+// Adapts the engine to the HTTP layer. Prompts are tokenized here, on the parse thread that routed
 // the request, so the engine thread only ever sees token ids.
 #include "server/engine_service.h"
 

@@ -41,6 +41,7 @@ HttpServer::HttpServer(ModelService& service, WorkerMetrics& metrics, const Serv
       drain_timer_(ioc_) {
   api_.set_retry_after(config.retry_after_seconds);
   api_.set_access(config.access);
+  api_.start_parsing(config.parse_threads, config.max_queued_parses);
   listener_ = std::make_shared<Listener>(ioc_, endpoint_for(config), api_, config_, state_);
   if (handle_signals) {
     signals_.add(SIGTERM);
@@ -59,6 +60,7 @@ void HttpServer::run() {
   for (int i = 1; i < config_.io_threads; ++i) threads.emplace_back([this] { ioc_.run(); });
   ioc_.run();
   for (auto& t : threads) t.join();
+  api_.stop_parsing();  // a parse still running posts its answer to ioc_, which must outlive it
 }
 
 void HttpServer::begin_drain() {

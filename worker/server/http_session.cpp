@@ -150,6 +150,7 @@ void HttpSession::handle_request() {
   keep_alive_ = req.keep_alive();
   chunked_ = req.version() >= 11;
   in_flight_ = InFlight(state_);
+  const auto arrival = CompletionJob::Clock::now();
   const auto method = req.method_string();
   const auto target = req.target();
   if (probe_only_) {
@@ -161,11 +162,30 @@ void HttpSession::handle_request() {
                                "the server is at its connection limit (server.max_connections); retry later", "",
                                "connection_limit"}));
   }
+  if (Api::routed_off_io(std::string_view(method.data(), method.size()),
+                         std::string_view(target.data(), target.size()))) {
+    // The session has no operation pending until the answer is posted back, so the parse thread
+    // is the only one touching the request meanwhile.
+    const bool posted = api_.post_parse([self = shared_from_this(), arrival] {
+      auto routed = std::make_shared<Routed>(self->route_request(arrival));
+      net::post(self->stream_.get_executor(), [self, routed] { self->on_routed(std::move(*routed)); });
+    });
+    if (!posted) return send(api_.parse_queue_full());
+    return;
+  }
+  on_routed(route_request(arrival));
+}
+
+Routed HttpSession::route_request(CompletionJob::Clock::time_point arrival) {
+  auto& req = parser_->get();
+  const auto method = req.method_string();
+  const auto target = req.target();
   const auto authorization = req[http::field::authorization];
-  Routed routed = api_.route(std::string_view(method.data(), method.size()),
-                             std::string_view(target.data(), target.size()),
-                             std::string_view(authorization.data(), authorization.size()), req.body(),
-                             CompletionJob::Clock::now());
+  return api_.route(std::string_view(method.data(), method.size()), std::string_view(target.data(), target.size()),
+                    std::string_view(authorization.data(), authorization.size()), req.body(), arrival);
+}
+
+void HttpSession::on_routed(Routed routed) {
   if (!routed.job) return send(std::move(routed.reply));
   job_ = std::move(routed.job);
   start_job();

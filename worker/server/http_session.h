@@ -44,6 +44,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_continue(boost::beast::error_code ec, std::size_t bytes);
   void on_read(boost::beast::error_code ec, std::size_t bytes);
   void handle_request();
+  // On a parse thread for completions, else on the strand.
+  Routed route_request(CompletionJob::Clock::time_point arrival);
+  void on_routed(Routed routed);
   void read_failed(boost::beast::error_code ec);
 
   void send(HttpReply reply);

@@ -26,6 +26,8 @@ void parse_server(const std::string& prefix, const YAML::Node& node, ServerConfi
       {"model_name", [&](K k, V v) { s.model_name = scalar(k, v); }},
       {"adapter_dir", [&](K k, V v) { s.adapter_dir = scalar(k, v); }},
       {"io_threads", [&](K k, V v) { s.io_threads = int_in(k, v, 1, 64); }},
+      {"parse_threads", [&](K k, V v) { s.parse_threads = int_in(k, v, 1, 64); }},
+      {"max_queued_parses", [&](K k, V v) { s.max_queued_parses = int_in(k, v, 1, 100000); }},
       {"max_connections", [&](K k, V v) { s.max_connections = int_in(k, v, 1, 1000000); }},
       {"max_header_bytes", [&](K k, V v) { s.max_header_bytes = static_cast<size_t>(integer(k, v, 1024, kMaxBytes)); }},
       {"max_body_bytes", [&](K k, V v) { s.max_body_bytes = static_cast<size_t>(integer(k, v, 1, kMaxBytes)); }},

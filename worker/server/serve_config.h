@@ -18,6 +18,8 @@ struct ServerConfig {
   std::string model_name;          // empty: the model file's base name
   std::string adapter_dir;         // LoRA adapters load from inside it only; empty: loading disabled
   int io_threads = 1;              // Asio threads; the engine decodes on its own thread
+  int parse_threads = 2;           // completion bodies are parsed and tokenized here, off the I/O threads
+  int max_queued_parses = 64;      // completions waiting for a parse thread; beyond it, 429
   int max_connections = 512;       // at this, the longest-idle connection makes room for a new one
   int probe_connections = 8;       // beyond max_connections, kept for /health and /ready only
   size_t max_header_bytes = 16 * 1024;

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """No client starves the worker of connections (#30 item 4): the real `vigil-worker serve` with its
-default cap of 512 connections, 600 idle keep-alive connections held open (each answered once),
-then /health probed on fresh connections several times, each answer within 1 s, and a streaming
-completion that runs to [DONE]. The connections closed to make room must be the oldest idle ones.
+default cap of 512 connections, 600 idle keep-alive connections held open (each answered once) and
+a client sending 1 MiB prompts in a loop, while /health is probed on fresh connections several
+times, each answer within 1 s, and a streaming completion runs to [DONE]. The connections closed
+to make room must be the oldest idle ones.
 Today's binary before the fix closes every connection past the 512th, probes included.
 
 usage: connection_fairness.py VIGIL_WORKER MODEL
@@ -101,6 +102,19 @@ def stream(port):
     return text, bool(events) and events[-1] == "[DONE]"
 
 
+def flood(port, stop, answers):
+    """1 MiB prompts, one after another, until told to stop: each is read, parsed and tokenized."""
+    body = json.dumps({"prompt": "hello world " * 87000, "max_tokens": 1})
+    while not stop.is_set():
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            conn.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
+            answers.append(conn.getresponse().status)
+            conn.close()
+        except (OSError, http.client.HTTPException) as e:
+            answers.append(type(e).__name__)
+
+
 def main():
     proc, port, log = start()
     try:
@@ -109,13 +123,23 @@ def main():
         print(f"     {len(answered)} of {IDLE} idle keep-alive connections answered and held", flush=True)
         check(len(answered) == IDLE, f"all {IDLE} keep-alive connections answered (the cap evicts, never refuses)")
 
+        stop, answers = threading.Event(), []
+        flooder = threading.Thread(target=flood, args=(port, stop, answers), daemon=True)
+        flooder.start()
+        while not answers and flooder.is_alive():
+            time.sleep(0.05)
         times = []
         for i in range(PROBES):
             status, seconds = probe(port)
             times.append(seconds)
             check(status == 200 and seconds < 1.0, f"probe {i + 1}: /health {status} in {seconds * 1e3:.1f} ms")
+            time.sleep(0.2)
         text, done = stream(port)
         check(done, f"streaming completion beside {IDLE} idle connections ran to [DONE] (text {text!r})")
+        stop.set()
+        flooder.join(timeout=60)
+        check(len(answers) >= 2 and set(answers) == {400},
+              f"the 1 MiB prompts were each answered 400 (context length): {len(answers)} answers {set(answers)}")
 
         time.sleep(0.2)  # evictions are asynchronous to the newcomer's answer
         evicted = [i for i, s in enumerate(held) if s is not None and closed_by_server(s)]

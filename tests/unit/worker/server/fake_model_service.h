@@ -37,6 +37,9 @@ class FakeModelService final : public ModelService {
   }
 
   std::vector<int32_t> tokenize(std::string_view text) const override {
+    ++tokenizing;
+    std::this_thread::sleep_for(std::chrono::milliseconds(tokenize_ms.load()));
+    --tokenizing;
     return {text.begin(), text.end()};
   }
   std::vector<int32_t> tokenize_chat(const std::vector<ChatTurn>& messages) const override {
@@ -122,6 +125,8 @@ class FakeModelService final : public ModelService {
   }
 
   std::atomic<bool> throw_on_submit{false};
+  std::atomic<int> tokenize_ms{0};  // a slow tokenizer: how long each prompt takes
+  mutable std::atomic<int> tokenizing{0};
   std::atomic<size_t> text_repeat{1};      // each token's text repeated: big streams for slow-client tests
   std::atomic<bool> fail_requests{false};  // end every request with kError after one token
 

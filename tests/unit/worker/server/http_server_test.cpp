@@ -556,5 +556,30 @@ TEST_F(HttpServerTest, DrainGraceEndGivesCutStreamsAnErrorEvent) {
   server_.reset();
 }
 
+// Completions are tokenized on parse threads: with both I/O threads' worth of slow prompts being
+// tokenized, /health still answers at once; past max_queued_parses a completion gets 429.
+TEST_F(HttpServerTest, SlowTokenizingLeavesTheIoThreadsFree) {
+  config_.parse_threads = 3;
+  config_.max_queued_parses = 3;
+  backend_.tokenize_ms = 1500;
+  start();
+  std::vector<std::unique_ptr<HttpClient>> slow;
+  for (int i = 0; i < 3; ++i) {
+    slow.push_back(std::make_unique<HttpClient>(port_));
+    slow.back()->send_request("POST", "/v1/completions", R"({"prompt":"slow","max_tokens":1})");
+  }
+  // Two being tokenized would hold both I/O threads if tokenizing ran there.
+  ASSERT_TRUE(eventually([&] { return backend_.tokenizing.load() >= 2; }));
+  HttpClient probe(port_);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(probe.request("GET", "/health").status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
+  ASSERT_TRUE(eventually([&] { return backend_.tokenizing.load() == 3; }));
+  HttpResult full = probe.request("POST", "/v1/completions", R"({"prompt":"x","max_tokens":1})");
+  EXPECT_EQ(full.status, 429) << full.body;
+  EXPECT_EQ(json::parse(full.body)["error"]["code"], "parse_queue_full");
+  for (auto& c : slow) EXPECT_EQ(c->read_response().status, 200);
+}
+
 }  // namespace
 }  // namespace vigil

@@ -42,6 +42,8 @@ server:
   drain_grace: 12s
   retry_after_seconds: 3
   probe_connections: 5
+  parse_threads: 4
+  max_queued_parses: 9
   api_key: k3y
   metrics_need_key: true
   allow_runtime_adapters: true
@@ -72,6 +74,8 @@ engine:
   EXPECT_EQ(c.server.drain_grace.count(), 12000);
   EXPECT_EQ(c.server.retry_after_seconds, 3);
   EXPECT_EQ(c.server.probe_connections, 5);
+  EXPECT_EQ(c.server.parse_threads, 4);
+  EXPECT_EQ(c.server.max_queued_parses, 9);
   EXPECT_EQ(c.server.access.api_key, "k3y");
   EXPECT_TRUE(c.server.access.metrics_need_key);
   EXPECT_TRUE(c.server.access.allow_runtime_adapters);

@@ -73,6 +73,11 @@ std::string check_privileges(bool uprobes) {
   if (!has_cap(data, CAP_SYS_PTRACE))
     return "missing privileges: needs CAP_SYS_PTRACE to read other processes' /proc/PID/maps, "
            "map_files and root (the libraries it probes)";
+  // /proc/PID/map_files is mode 0500, owned by the process's user: only CAP_DAC_READ_SEARCH lets
+  // the agent open the libraries of another user's process through it (discovery/mapped_file).
+  if (uprobes && !has_cap(data, CAP_DAC_READ_SEARCH))
+    return "missing privileges: needs CAP_DAC_READ_SEARCH to open the libraries other users' processes map "
+           "through /proc/PID/map_files (searchable by its owner only)";
   if (uprobes && !admin && !uprobes_allowed())
     return "missing privileges: this kernel creates uprobes only with CAP_SYS_ADMIN (Linux 6.13+; "
            "CAP_PERFMON no longer suffices): the CUDA, NCCL and USDT probes need it";

@@ -24,7 +24,7 @@ TARGETS = ['base', 'overlays/production', 'overlays/cpu-dev']
 K8S_VERSIONS = ['1.29.0', '1.37.0']
 CRDS = {'PodMonitor', 'ServiceMonitor', 'PrometheusRule'}
 # The smallest set the container test passes with (tests/containers/agent_in_container.py).
-AGENT_CAPS = {'SYS_ADMIN', 'SYS_PTRACE'}
+AGENT_CAPS = {'SYS_ADMIN', 'SYS_PTRACE', 'DAC_READ_SEARCH'}
 AGENT_HOST_PATHS = {'/sys/kernel/btf', '/sys/kernel/tracing', '/var/log/containers', '/sys/fs/bpf'}
 # The one host path the agent writes: its pinned state (docs/deploy.md, Restarts).
 AGENT_WRITABLE_MOUNTS = {'/sys/fs/bpf'}

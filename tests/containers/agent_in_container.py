@@ -127,6 +127,9 @@ class Scene:
         self.ns_w, self.ns_c = 'vigil-ctw-' + TAG, 'vigil-ctc-' + TAG
         self.agent, self.worker = 'vigil-test-agent-' + TAG, 'vigil-test-worker-' + TAG
         self.state = '/tmp/vigil-container-test-' + TAG
+        # The agent pins its state on the host's bpffs; a test's own root keeps a deployment's
+        # pins (and other tests') out of it, and is removed with the containers.
+        self.pins = '/sys/fs/bpf/vigil-container-test-' + TAG
 
     def __enter__(self):
         self.made_logs_dir = not os.path.isdir(LOG_DIR)
@@ -166,7 +169,7 @@ class Scene:
             os.rmdir(LOG_DIR)
         for ns in (self.ns_w, self.ns_c):
             sh('ip', 'netns', 'del', ns, check=False)
-        subprocess.run(['rm', '-rf', self.state])
+        subprocess.run(['rm', '-rf', self.state, self.pins])
 
 
 def seccomp_mode(name):
@@ -176,9 +179,12 @@ def seccomp_mode(name):
         return int(next(l for l in f if l.startswith('Seccomp:')).split()[1])
 
 
-def agent_args(scene, port, drop=None):
+def agent_args(scene, port, drop=None, pins=True):
+    """The agent's podman flags from the chart; with PINS, its pin root the scene's own."""
     args = podman_flags.podman_args(podman_flags.render_chart(), 'vigil-agent', scene.state,
                                     publish='127.0.0.1:%d:9435' % port)
+    if pins:
+        args += ['--bpf-pin-root', scene.pins]
     if drop:
         caps = next(a for a in args if a.startswith('--cap-add='))
         kept = [c for c in caps.split('=', 1)[1].split(',') if c != drop]
@@ -358,9 +364,9 @@ def main():
         kustomize_dir = os.path.join(scene.state, 'kustomize')
         kustomize = podman_flags.podman_args(podman_flags.render('base'), 'vigil-agent', kustomize_dir,
                                              publish='127.0.0.1:%d:9435' % port)
-        if [a.replace(kustomize_dir, scene.state) for a in kustomize] != agent_args(scene, port):
+        if [a.replace(kustomize_dir, scene.state) for a in kustomize] != agent_args(scene, port, pins=False):
             fail('the chart and the kustomize base give the agent different podman flags: %s vs %s'
-                 % (agent_args(scene, port), kustomize))
+                 % (agent_args(scene, port, pins=False), kustomize))
         podman('run', '-d', '--name', scene.agent, *agent_args(scene, port))
         metrics_url = 'http://127.0.0.1:%d/metrics' % port
         if wait_http('http://127.0.0.1:%d/readyz' % port, 'agent', alive=lambda: running(scene.agent)) is None:

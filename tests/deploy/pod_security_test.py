@@ -19,7 +19,7 @@ from pod_security import violations  # noqa: E402
 
 ENFORCE = 'pod-security.kubernetes.io/enforce'
 # The agent's reasons to be privileged: each is in docs/deploy.md's privilege table.
-AGENT_BASELINE_VIOLATIONS = {'Host Namespaces: spec.hostPID', "Capabilities: containers[agent] adds ['SYS_ADMIN', 'SYS_PTRACE']",
+AGENT_BASELINE_VIOLATIONS = {'Host Namespaces: spec.hostPID', "Capabilities: containers[agent] adds ['DAC_READ_SEARCH', 'SYS_ADMIN', 'SYS_PTRACE']",
                              'HostPath Volumes: btf (/sys/kernel/btf)', 'HostPath Volumes: tracing (/sys/kernel/tracing)',
                              'HostPath Volumes: container-logs (/var/log/containers)', 'HostPath Volumes: bpffs (/sys/fs/bpf)'}
 errors = []

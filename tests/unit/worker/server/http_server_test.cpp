@@ -490,16 +490,22 @@ TEST_F(HttpServerTest, ResponseIdsDifferAcrossServers) {
 TEST_F(HttpServerTest, AtTheCapTheOldestIdleConnectionMakesRoom) {
   config_.max_connections = 4;
   start();
+  // A connection counts as idle once the server's write completed, which can be after the client
+  // already read the response: connections made back to back could register in either order, so
+  // each waits a moment (CI's sanitizer run saw two swapped) and "longest idle" is well defined.
+  const auto settle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(200)); };
   std::vector<std::unique_ptr<HttpClient>> idle;
   for (int i = 0; i < 4; ++i) {
     idle.push_back(std::make_unique<HttpClient>(port_));
     ASSERT_EQ(idle.back()->request("GET", "/health").status, 200);
+    settle();
   }
   // Newcomers stay open, so the server stays at the cap and each one costs the oldest its slot.
   std::vector<std::unique_ptr<HttpClient>> late;
   for (int i = 0; i < 3; ++i) {
     late.push_back(std::make_unique<HttpClient>(port_));
     EXPECT_EQ(late.back()->request("GET", "/health").status, 200) << "newcomer " << i;
+    settle();
     EXPECT_TRUE(idle[static_cast<size_t>(i)]->at_eof()) << "connection " << i << " should have been evicted";
   }
   EXPECT_EQ(idle[3]->request("GET", "/health").status, 200);  // the youngest of the first four kept its slot

@@ -13,7 +13,8 @@ static __always_inline void stat_inc(__u32 idx)
 {
 	__u64 *v = bpf_map_lookup_elem(&probe_stats, &idx);
 
-	if (v)
+	/* The compiler may place the store's line on the test: both carry the marker. */
+	if (v) /* vigil: per-cpu map probe_stats */
 		*v += 1; /* vigil: per-cpu map probe_stats (only this CPU writes its slot) */
 }
 

@@ -272,7 +272,7 @@ def allocator_pairing(scene, metrics_url, client, get, chat):
     pair its bytes back to 0."""
     port = 8081
     podman('exec', '-d', scene.worker, '/usr/local/bin/vigil-worker', 'serve', '-m', MODEL, '--host', '0.0.0.0',
-           '--port', str(port), '--adapter-dir', '/adapters')
+           '--port', str(port), '--adapter-dir', '/adapters', '--allow-runtime-adapters')
     base = 'http://%s:%d' % (W_ADDR, port)
     deadline = time.time() + 120
     while subprocess.run(client + [get, base + '/ready', '1'], capture_output=True).returncode != 0:

@@ -21,11 +21,13 @@ std::string errno_reason(int err) {
   return unnamed;
 }
 
-KernelCounters read_kernel_counters(const bpf_map* stats_map, const bpf_object* obj) {
+KernelCounters read_kernel_counters(const bpf_map* stats_map, const bpf_object* obj,
+                                    const std::map<std::string, int>& running) {
   KernelCounters out;
   bpf_program* prog = nullptr;
   bpf_object__for_each_program(prog, obj) {
-    int fd = bpf_program__fd(prog);
+    auto adopted = running.find(bpf_program__name(prog));
+    int fd = adopted != running.end() ? adopted->second : bpf_program__fd(prog);
     if (fd < 0) continue;  // not loaded (autoload off)
     bpf_prog_info info{};
     __u32 len = sizeof info;

@@ -42,8 +42,10 @@ std::string bpf_string(const char (&s)[N]) {
 // kernel's own figures for each of the object's loaded programs (bpf_prog_info: run time and runs
 // while statistics are on; recursion_misses always: runs skipped because the same program was
 // already running on that CPU, e.g. a tp_btf program in process context interrupted by a softirq
-// that hits its tracepoint, events the maps never saw).
-KernelCounters read_kernel_counters(const bpf_map* stats_map, const bpf_object* obj);
+// that hits its tracepoint, events the maps never saw). RUNNING: for a program whose link a
+// previous agent made and this one adopted, the fd of the program that runs (by program name).
+KernelCounters read_kernel_counters(const bpf_map* stats_map, const bpf_object* obj,
+                                    const std::map<std::string, int>& running = {});
 
 // True when the kernel's BTF declares the raw tracepoint NAME (the typedef tp_btf needs).
 bool kernel_has_btf_tracepoint(const std::string& btf_path, const std::string& name);

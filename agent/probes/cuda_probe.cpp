@@ -65,8 +65,10 @@ std::string api_name(const char* symbol) {
 // The accounting state a restart must not lose, and inflight: the previous agent's pinned links
 // and this one's run side by side until it releases them, and one shared inflight makes the
 // first return program of a call consume it (the other finds nothing), so nothing counts twice.
-// probe_stats and the failure ring are the agent's own health, per run.
-constexpr const char* kPinnedMaps[] = {"procs", "live", "handles", "errors", "since", "inflight"};
+// The set's own counters continue too (vigil_agent_ringbuf_drops_total, table_full), and the
+// failure ring: what the old links send, and what no agent had read at the restart, the next
+// one reads.
+constexpr const char* kPinnedMaps[] = {"procs", "live", "handles", "errors", "since", "inflight", "probe_stats", "failures"};
 
 }  // namespace
 
@@ -86,10 +88,7 @@ int CudaProbe::load(const std::string& btf_path, const std::string& pin_dir) {
   skel_.reset(cuda_bpf__open_opts(&opts));
   if (!skel_) throw std::runtime_error("open cuda.bpf.o: " + errno_reason(errno));
   if (!pin_dir.empty())
-    for (const char* name : kPinnedMaps)
-      if (int err = bpf_map__set_pin_path(bpf_object__find_map_by_name(skel_->obj, name),
-                                          (pin_dir + "/" + name).c_str()))
-        return err;
+    if (int err = pin_maps(skel_->obj, pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)})) return err;
   return cuda_bpf__load(skel_.get());
 }
 

@@ -68,6 +68,25 @@ std::string make_pin_dir(const std::string& root, const std::string& set) {
   return path;
 }
 
+std::string set_pin_dir(const std::string& root, const std::string& set) {
+  if (root.empty()) return "";
+  try {
+    return make_pin_dir(root, set);
+  } catch (const std::runtime_error& e) {
+    std::fprintf(stderr, "vigil-agent: %s: state not pinned, a restart loses it: %s\n", set.c_str(), e.what());
+    return "";
+  }
+}
+
+int pin_maps(bpf_object* obj, const std::string& dir, const std::vector<const char*>& names) {
+  for (const char* name : names) {
+    bpf_map* map = bpf_object__find_map_by_name(obj, name);
+    if (!map) return -ENOENT;
+    if (int err = bpf_map__set_pin_path(map, (dir + "/" + name).c_str())) return err;
+  }
+  return 0;
+}
+
 int remove_pins(const std::string& root) {
   struct stat st {};
   if (lstat(root.c_str(), &st) != 0) return errno == ENOENT ? 0 : -errno;

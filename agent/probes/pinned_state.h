@@ -6,6 +6,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+struct bpf_object;
 
 namespace vigil::agent {
 
@@ -17,6 +20,15 @@ constexpr int kPinSchema = 1;
 // ROOT/v<kPinSchema>/SET, created (with its parents) when missing; throws std::runtime_error.
 // When ROOT lies under /sys/fs/bpf and nothing is mounted there, bpffs is mounted first.
 std::string make_pin_dir(const std::string& root, const std::string& set);
+
+// make_pin_dir for a probe set, or "" (said in one line: the set's state then dies with the agent)
+// when ROOT is "" or the directory cannot be made.
+std::string set_pin_dir(const std::string& root, const std::string& set);
+
+// Before load: each map of OBJ named in NAMES is reused from DIR/<name> when pinned there (libbpf
+// checks its type, sizes and flags: a difference fails the load with -EINVAL), or pinned there.
+// 0 or a libbpf error (a name the object lacks: -ENOENT).
+int pin_maps(bpf_object* obj, const std::string& dir, const std::vector<const char*>& names);
 
 // Removes every pin under ROOT (maps and directories of all schema versions) and ROOT itself;
 // returns the number of pins removed, or -errno. A missing ROOT removes nothing.

@@ -4,11 +4,14 @@
 #include "probes/tcp_probe.h"
 
 #include <linux/types.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <stdexcept>
 
+#include "probes/pinned_state.h"
 #include "tcp.h"
 #include "tcp.skel.h"
 
@@ -37,8 +40,12 @@ std::vector<std::string> TcpProbe::names() {
   return out;
 }
 
-TcpProbe::TcpProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off)
-    : stats_(stats) {
+// Every map that holds counts or the state they are derived from (owners' last total_retrans,
+// the connection ends the correlator reads) and the set's own counters: a restart continues them.
+constexpr const char* kPinnedMaps[] = {"owners", "unowned_retrans", "peers",           "procs",
+                                       "peer_counts", "conns",   "retrans_settled", "probe_stats"};
+
+int TcpProbe::load(const std::string& btf_path, const std::set<std::string>& off, const std::string& pin_dir) {
   LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
   skel_.reset(tcp_bpf__open_opts(&opts));
   if (!skel_) throw std::runtime_error("open tcp.bpf.o: " + errno_reason(errno));
@@ -60,29 +67,52 @@ TcpProbe::TcpProbe(const std::string& btf_path, AgentStats& stats, const std::se
       {skel_->progs.set_state, "inet_sock_set_state", nullptr},
       {skel_->progs.sendmsg_locked, "tcp_sendmsg_locked", nullptr},
   };
+  missing_ = 0;
   for (const auto& p : btf_programs) {
     const bool have = kernel_has_btf_tracepoint(btf_path, p.tracepoint);
     bpf_program__set_autoload(p.prog, have);
     if (p.fallback) bpf_program__set_autoload(p.fallback, !have);
-    else if (!have) stats_.attach_failure("tcp", "tracepoint_missing");
+    else if (!have) ++missing_;
   }
   bpf_program* prog = nullptr;
   bpf_object__for_each_program(prog, skel_->obj) if (off.count(tracepoint_of(prog))) bpf_program__set_autoload(prog, false);
+  if (!pin_dir.empty())
+    if (int err = pin_maps(skel_->obj, pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)})) return err;
+  return tcp_bpf__load(skel_.get());
+}
 
-  if (int err = tcp_bpf__load(skel_.get()))
-    throw std::runtime_error("load tcp.bpf.o: " + errno_reason(err));
+TcpProbe::TcpProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off,
+                   const std::string& pin_dir)
+    : stats_(stats) {
+  std::string pins = pin_dir;
+  if (int err = load(btf_path, off, pins)) {
+    if (pins.empty()) throw std::runtime_error("load tcp.bpf.o: " + errno_reason(err));
+    // A layout this build does not share: its numbers cannot be adopted; start from zero.
+    std::fprintf(stderr,
+                 "vigil-agent: tcp: the maps pinned in %s do not match this build (%s): not reused, "
+                 "counting from now; vigil-agent --cleanup removes them\n",
+                 pins.c_str(), errno_reason(err).c_str());
+    pins.clear();
+    if ((err = load(btf_path, off, pins))) throw std::runtime_error("load tcp.bpf.o: " + errno_reason(err));
+  }
+  for (int i = 0; i < missing_; ++i) stats_.attach_failure("tcp", "tracepoint_missing");
 
+  std::vector<const bpf_map*> shared;
+  for (const char* name : kPinnedMaps) shared.push_back(bpf_object__find_map_by_name(skel_->obj, name));
+  links_ = std::make_unique<PinnedLinks>("tcp", pins.empty() ? "" : pins + "/links", shared);
+  if (!pins.empty()) mkdir((pins + "/links").c_str(), 0700);
+  bpf_program* prog = nullptr;
   bpf_object__for_each_program(prog, skel_->obj) {
-    if (!bpf_program__autoload(prog)) continue;
-    Link link(bpf_program__attach(prog));
-    if (!link) {
-      stats_.attach_failure("tcp", errno_reason(errno));
+    if (!bpf_program__autoload(prog)) {
+      links_->drop(prog);
       continue;
     }
-    links_.push_back(std::move(link));
+    if (int err = links_->attach(prog)) stats_.attach_failure("tcp", errno_reason(err));
   }
-  stats_.add_attached("tcp", static_cast<int>(links_.size()));
-  stats_.add_kernel_source("tcp", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
+  links_->report();
+  stats_.add_attached("tcp", links_->size());
+  stats_.add_kernel_source(
+      "tcp", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj, links_->running()); });
   register_tables(stats_, "tcp", tables());
 }
 
@@ -92,7 +122,7 @@ std::vector<const bpf_map*> TcpProbe::tables() const {
 }
 
 TcpProbe::~TcpProbe() {
-  stats_.add_attached("tcp", -static_cast<int>(links_.size()));
+  stats_.add_attached("tcp", -links_->size());
   stats_.add_kernel_source("tcp", [] { return KernelCounters{}; });
   register_tables(stats_, "tcp", tables(), true);
 }

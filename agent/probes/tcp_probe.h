@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "probes/bpf_util.h"
+#include "probes/pinned_links.h"
 #include "stats/agent_stats.h"
 
 struct tcp_bpf;
@@ -16,8 +17,10 @@ namespace vigil::agent {
 class TcpProbe {
  public:
   // Throws std::runtime_error when the object cannot be loaded at all. `off`: tracepoints not to
-  // attach (names()).
-  TcpProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off = {});
+  // attach (names()). `pin_dir`: the bpffs directory its maps and links are pinned in and reused
+  // from ("": not pinned).
+  TcpProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off = {},
+           const std::string& pin_dir = "");
   // The tracepoints it attaches, as probes.disable names them (tcp_sendmsg_locked, ...).
   static std::vector<std::string> names();
   ~TcpProbe();
@@ -31,12 +34,15 @@ class TcpProbe {
 
  private:
   std::vector<const bpf_map*> tables() const;
+  // Opens and loads tcp.bpf.o with its maps pinned in PIN_DIR ("": none); 0 or a libbpf error.
+  int load(const std::string& btf_path, const std::set<std::string>& off, const std::string& pin_dir);
   struct SkelDeleter {
     void operator()(tcp_bpf* s) const;
   };
   std::unique_ptr<tcp_bpf, SkelDeleter> skel_;
-  std::vector<Link> links_;  // destroyed before the skeleton: declared after it
+  std::unique_ptr<PinnedLinks> links_;  // destroyed before the skeleton: declared after it
   AgentStats& stats_;
+  int missing_ = 0;  // tracepoints this kernel's BTF lacks (no fallback)
 };
 
 }  // namespace vigil::agent

@@ -11,6 +11,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "probes/pinned_state.h"
 #include "probes/usdt_notes.h"
 #include "usdt.h"
 #include "usdt.skel.h"
@@ -43,13 +44,30 @@ std::vector<std::string> UsdtProbe::names() {
   return out;
 }
 
-UsdtProbe::UsdtProbe(const std::string& btf_path, AgentStats& stats, std::set<std::string> off)
-    : stats_(stats), off_(std::move(off)), files_("usdt", stats) {
+// The allocators' totals and their live blocks (a free after a restart finds its block), and the
+// set's own counters.
+constexpr const char* kPinnedMaps[] = {"allocators", "blocks", "probe_stats"};
+
+int UsdtProbe::load(const std::string& btf_path, const std::string& pin_dir) {
   LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
   skel_.reset(usdt_bpf__open_opts(&opts));
   if (!skel_) throw std::runtime_error("open usdt.bpf.o: " + errno_reason(errno));
-  if (int err = usdt_bpf__load(skel_.get()))
-    throw std::runtime_error("load usdt.bpf.o: " + errno_reason(err));
+  if (!pin_dir.empty())
+    if (int err = pin_maps(skel_->obj, pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)})) return err;
+  return usdt_bpf__load(skel_.get());
+}
+
+UsdtProbe::UsdtProbe(const std::string& btf_path, AgentStats& stats, std::set<std::string> off,
+                     const std::string& pin_dir)
+    : stats_(stats), off_(std::move(off)), files_("usdt", stats) {
+  if (int err = load(btf_path, pin_dir)) {
+    if (pin_dir.empty()) throw std::runtime_error("load usdt.bpf.o: " + errno_reason(err));
+    std::fprintf(stderr,
+                 "vigil-agent: usdt: the maps pinned in %s do not match this build (%s): not reused, "
+                 "counting from now; vigil-agent --cleanup removes them\n",
+                 pin_dir.c_str(), errno_reason(err).c_str());
+    if ((err = load(btf_path, ""))) throw std::runtime_error("load usdt.bpf.o: " + errno_reason(err));
+  }
   stats_.add_kernel_source("usdt", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
   register_tables(stats_, "usdt", {skel_->maps.allocators, skel_->maps.blocks});
 }

@@ -21,7 +21,10 @@ namespace vigil::agent {
 class UsdtProbe {
  public:
   // `off`: probes not to attach, as "PROVIDER:NAME" (names()).
-  UsdtProbe(const std::string& btf_path, AgentStats& stats, std::set<std::string> off = {});  // throws std::runtime_error
+  // `pin_dir`: the bpffs directory its maps are pinned in and reused from ("": not pinned); its
+  // links are not (libbpf's USDT link is many uprobe links under one handle, without an fd).
+  UsdtProbe(const std::string& btf_path, AgentStats& stats, std::set<std::string> off = {},
+            const std::string& pin_dir = "");  // throws std::runtime_error
   // The USDT probes it attaches, as probes.disable names them.
   static std::vector<std::string> names();
   ~UsdtProbe();
@@ -43,6 +46,8 @@ class UsdtProbe {
   int blocks_fd() const;
 
  private:
+  // Opens and loads usdt.bpf.o with its maps pinned in PIN_DIR ("": none); 0 or a libbpf error.
+  int load(const std::string& btf_path, const std::string& pin_dir);
   struct SkelDeleter {
     void operator()(usdt_bpf* s) const;
   };

@@ -2,11 +2,13 @@
 // CUDA set's driver probes of the same process, when that set is loaded.
 #include "sets/usdt_set.h"
 
+#include "probes/pinned_state.h"
 #include "sets/cuda_set.h"
 
 namespace vigil::agent {
 
-UsdtSet::UsdtSet(SetContext& ctx) : grace_(ctx.cfg.grace_period), probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("usdt")) {
+UsdtSet::UsdtSet(SetContext& ctx) : grace_(ctx.cfg.grace_period), probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("usdt"),
+             set_pin_dir(ctx.cfg.bpf_pin_root, "usdt")) {
   const CudaSet* cuda = ctx.loaded.find<CudaSet>();
   allocators_ = std::make_shared<AllocatorCollector>(probe_.allocators_fd(), probe_.blocks_fd(),
                                                      cuda ? cuda->procs_fd() : -1, ctx.processes);

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""A restart of the agent neither loses nor double-counts TCP retransmits (#29). One sender in a
+network namespace keeps one connection open to a receiver in another, through 5 % loss, and sends
+in steps; the kernel's RetransSegs in the sender's namespace is the truth. The agent is stopped
+with SIGTERM, then killed with SIGKILL, and between each stop and the next agent's start the
+sender sends a step with no agent running at all. After every step the agent's
+tcp_retransmits_total for the sender must equal the kernel's count exactly, and no counter (the
+sender's retransmits, vigil_agent_events_total, vigil_agent_ringbuf_drops_total,
+vigil_agent_table_full_total of the tcp set) may go down: the maps and the tracepoint links are
+pinned, so the kernel keeps counting while no agent runs, and the next agent adopts the links
+instead of attaching a second time (which would count twice). Without pins (`--no-pins`, what the
+agent did before) the restarted agent starts the sender's count from 0.
+usage: tcp_restart.py VIGIL_AGENT [--no-pins]"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from harness import Agent, fail, remove_pins, require_root, select, total
+from tcp_retransmits import A_ADDR, B_ADDR, LOSS_PERCENT, Namespaces, retrans_segs
+
+STEP = 8 * 1024 * 1024
+PORT = 5207
+CONFIG = 'probes: {cuda: false, nccl: false, usdt: false}\ngrace_period: 5m\n'
+SELF_COUNTERS = ('vigil_agent_events_total', 'vigil_agent_ringbuf_drops_total', 'vigil_agent_table_full_total')
+
+# The receiver answers one byte per STEP bytes received: the sender's step is over once every byte
+# arrived (and was acknowledged with the answer), so no retransmit of it can come later.
+RECEIVER = '''
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('%s', %d)); s.listen(1); print('listening', flush=True)
+c, _ = s.accept(); got = 0
+while True:
+    d = c.recv(1 << 20)
+    if not d: break
+    got += len(d)
+    while got >= %d: got -= %d; c.sendall(b'k')
+''' % (B_ADDR, PORT, STEP, STEP)
+SENDER = '''
+import socket, sys
+c = socket.create_connection(('%s', %d)); print('connected', flush=True)
+for _ in sys.stdin:
+    c.sendall(b'x' * %d)
+    if c.recv(1) != b'k': sys.exit('no answer')
+    print('sent', flush=True)
+''' % (B_ADDR, PORT, STEP)
+
+
+def send_step(sender):
+    sender.stdin.write('\n')
+    sender.stdin.flush()
+    if sender.stdout.readline().strip() != 'sent':
+        fail('the sender stopped')
+
+
+def view(agent, pid):
+    s = agent.scrape()
+    out = {'retransmits': total(s, 'tcp_retransmits_total', pid=pid)}
+    for name in SELF_COUNTERS:
+        rows = select(s, name, set='tcp')
+        if len(rows) != 1:
+            fail('want one %s{set="tcp"} series, got %s' % (name, rows))
+        out[name] = rows[0][1]
+    return out
+
+
+def main():
+    require_root()
+    agent_bin = sys.argv[1]
+    pins = '--no-pins' not in sys.argv[2:]
+    root = '/sys/fs/bpf/vigil-test-tcp-restart-%d' % os.getpid()
+    args = ['--bpf-pin-root', root if pins else '']
+    failures = []
+    with Namespaces() as nets:
+        receiver = subprocess.Popen(['ip', 'netns', 'exec', nets.b, sys.executable, '-c', RECEIVER],
+                                    stdout=subprocess.PIPE, text=True)
+        receiver.stdout.readline()
+        agent = Agent(agent_bin, CONFIG, args)
+        # Connected under the first agent: its owner and peer are known from the start.
+        sender = subprocess.Popen(['ip', 'netns', 'exec', nets.a, sys.executable, '-c', SENDER],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            sender.stdout.readline()
+            base = retrans_segs(nets.a)
+            nets.nft(nets.b, LOSS_PERCENT)
+            send_step(sender)
+            time.sleep(0.5)
+            last = view(agent, sender.pid)
+            truth = retrans_segs(nets.a) - base
+            print('first agent: kernel RetransSegs %d, agent %s' % (truth, last))
+            if truth < 10:
+                fail('only %d retransmits with %d%% loss: the loss rule did not work' % (truth, LOSS_PERCENT))
+            for name, how in (('SIGTERM', signal.SIGTERM), ('SIGKILL', signal.SIGKILL)):
+                t0 = time.time()
+                if how == signal.SIGTERM:
+                    agent.stop()
+                else:
+                    agent.proc.send_signal(how)
+                    agent.proc.wait(timeout=60)
+                    os.unlink(agent.cfg.name)
+                send_step(sender)  # no agent runs
+                gap = retrans_segs(nets.a) - base - truth
+                agent = Agent(agent_bin, CONFIG, args)
+                print('%s: %d retransmits while no agent ran; the next agent ready %.2f s after the stop; its log: %s'
+                      % (name, gap, time.time() - t0,
+                         [l for l in agent.log_text().splitlines() if 'tcp:' in l]))
+                for stage in ('after the restart', 'after a step under the new agent'):
+                    if stage != 'after the restart':
+                        send_step(sender)
+                    time.sleep(0.5)
+                    now = view(agent, sender.pid)
+                    truth = retrans_segs(nets.a) - base
+                    print('%s, %s: kernel RetransSegs %d, agent %s' % (name, stage, truth, now))
+                    if now['retransmits'] != truth:
+                        failures.append('%s, %s: the agent counts %d retransmits, the kernel %d'
+                                        % (name, stage, now['retransmits'], truth))
+                    for counter, value in now.items():
+                        if value < last[counter]:
+                            failures.append('%s, %s: %s went down: %d -> %d'
+                                            % (name, stage, counter, last[counter], value))
+                    last = now
+        finally:
+            sender.kill()
+            receiver.kill()
+            agent.stop()
+            if pins:
+                print('vigil-agent --cleanup removed %d pins' % remove_pins(agent_bin, root))
+    if failures:
+        fail('; '.join(failures))
+    print('ok')
+
+
+if __name__ == '__main__':
+    main()

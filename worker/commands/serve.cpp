@@ -30,10 +30,18 @@ namespace {
 // start, and stays visible as vigil_worker_step_latency_target_attainable 0.
 void report_step_target(const StepTargetStats& t) {
   if (t.target_seconds <= 0) return;
-  std::fprintf(stderr,
-               "vigil-worker: step latency target %.0f ms: a decode step takes %.1f ms, a prompt token beside it "
-               "%.2f ms (calibrated at start, learned as it runs)\n",
-               t.target_seconds * 1e3, t.decode_step_seconds * 1e3, t.prefill_token_seconds * 1e3);
+  if (t.decode_multiple > 0)
+    std::fprintf(stderr,
+                 "vigil-worker: step latency target %gx the decode step of the batch (%.1f ms for one stream): a "
+                 "decode step takes %.1f ms, a one-token prompt chunk beside it %.2f ms (calibrated at start, "
+                 "learned as it runs)\n",
+                 t.decode_multiple, t.target_seconds * 1e3, t.decode_step_seconds * 1e3,
+                 t.prefill_token_seconds * 1e3);
+  else
+    std::fprintf(stderr,
+                 "vigil-worker: step latency target %.0f ms: a decode step takes %.1f ms, a one-token prompt chunk "
+                 "beside it %.2f ms (calibrated at start, learned as it runs)\n",
+                 t.target_seconds * 1e3, t.decode_step_seconds * 1e3, t.prefill_token_seconds * 1e3);
   if (!t.attainable)
     std::fprintf(stderr,
                  "vigil-worker: warning: engine.step_latency_target %.0f ms is below a decode-only step (%.1f ms): "

@@ -73,34 +73,51 @@ Engine::Engine(const LlamaModel& model, const Vocab& vocab, const EngineConfig& 
   stats_.kv_blocks_free = config.kv_blocks;
   stats_.graphs = backend_->graph_stats();
   batch_.reserve(static_cast<size_t>(std::max(config.max_batched_tokens, config.max_running)));
-  step_target_.target_seconds = std::chrono::duration<double>(config.step_latency_target).count();
-  if (step_target_.target_seconds > 0) calibrate();
+  step_target_.decode_multiple = config.step_latency_target.decode_multiple;
+  if (config.step_latency_target.on()) calibrate();
   stats_.step_target = step_target_;
   thread_ = std::thread([this] { loop(); });
 }
 
 void Engine::calibrate() {
-  // On the constructing thread, where the backend was made (a CUDA device is current there).
-  const int n = std::min({64, config_.max_batched_tokens, config_.max_context - 1,
-                          config_.kv_blocks * config_.kv_block_size - 1});
-  KvSequence kv;
-  if (n < 2 || !blocks_.reserve(kv, n + 1, config_.kv_block_size)) return;
+  // On the constructing thread, where the backend was made (a CUDA device is current there). A
+  // decoding sequence with `context` positions behind it, and a prompt whose first `chunk_max`
+  // positions are computed again and again as chunks of each size class up to 64.
+  const int context = std::min({64, config_.max_batched_tokens, config_.max_context - 1,
+                                config_.kv_block_size * (config_.kv_blocks / 2) - 1});
+  const int chunk_max = std::min({64, config_.max_batched_tokens - 1, config_.max_context,
+                                  config_.kv_block_size * (config_.kv_blocks / 2)});
+  KvSequence decoder, prompt;
+  if (context < 1 || chunk_max < 1 || !blocks_.reserve(decoder, context + 1, config_.kv_block_size) ||
+      !blocks_.reserve(prompt, chunk_max, config_.kv_block_size)) {
+    blocks_.release(decoder);
+    step_target_.target_seconds = target_seconds(1);  // nothing learned: steps will teach it
+    return;
+  }
   const int32_t vocab = model_.hparams().n_vocab;
-  auto run = [&](int begin, int end, bool generated) {
+  auto run = [&](int decode_pos, int prompt_tokens) {
     batch_.clear();
-    for (int p = begin; p < end; ++p) batch_.push_back({p % vocab, p, &kv, p + 1 == end, nullptr, generated});
+    if (decode_pos >= 0) batch_.push_back({decode_pos % vocab, decode_pos, &decoder, true, nullptr, true});
+    for (int p = 0; p < prompt_tokens; ++p) batch_.push_back({p % vocab, p, &prompt, p + 1 == prompt_tokens, nullptr, false});
     const auto start = Clock::now();
     backend_->forward(batch_);
     return std::chrono::duration<double>(Clock::now() - start).count();
   };
-  run(0, n, false);  // pages the weights in
-  const double prefill = run(0, n, false);
-  double decode = run(n, n + 1, true);
-  for (int i = 0; i < 2; ++i) decode = std::min(decode, run(n, n + 1, true));
-  blocks_.release(kv);  // never published: the prefix cache does not see these positions
-  step_cost_.seed(decode, n, prefill);
+  // The decoder's context, as a prompt: also pages the weights in.
+  batch_.clear();
+  for (int p = 0; p < context; ++p) batch_.push_back({p % vocab, p, &decoder, p + 1 == context, nullptr, false});
+  backend_->forward(batch_);
+  double decode = run(context, 0);
+  for (int i = 0; i < 2; ++i) decode = std::min(decode, run(context, 0));
+  step_cost_.seed_decode(decode);
+  // The fastest of two runs of each chunk: one-token chunks are within the noise of one step.
+  for (int chunk = 1; chunk <= chunk_max; chunk *= 2)
+    step_cost_.observe(1, chunk, std::min(run(context, chunk), run(context, chunk)));
+  blocks_.release(decoder);  // never published: the prefix cache does not see these positions
+  blocks_.release(prompt);
+  step_target_.target_seconds = target_seconds(1);
   step_target_.decode_step_seconds = step_cost_.decode_seconds(1);
-  step_target_.prefill_token_seconds = step_cost_.prefill_token_seconds();
+  step_target_.prefill_token_seconds = step_cost_.prefill_token_seconds(1);
   step_target_.attainable = step_target_.decode_step_seconds <= step_target_.target_seconds;
 }
 
@@ -277,12 +294,17 @@ Engine::StepPlan Engine::plan_batch(std::vector<Slice>& plan) {
   StepPlan step;
   int budget = config_.max_batched_tokens;
   for (int pass = 0; pass < 2; ++pass) {
-    if (pass == 1) budget = step.prefill_budget = prefill_cap(static_cast<int>(plan.size()), budget);
+    if (pass == 1) {
+      const int decodes = static_cast<int>(plan.size());
+      budget = step.prefill_budget = prefill_cap(decodes, budget);
+      if (config_.step_latency_target.on() && decodes > 0) step.target_seconds = target_seconds(decodes);
+    }
     // running_.size() is read on every iteration: preemption shortens it.
     for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
       Sequence& seq = *running_[i];
       if ((pass == 0) != decoding(seq)) continue;
-      const int n = std::min(static_cast<int>(seq.tokens.size()) - seq.n_computed, budget);
+      int n = std::min(static_cast<int>(seq.tokens.size()) - seq.n_computed, budget);
+      if (pass == 1 && config_.max_prefill_chunk > 0) n = std::min(n, config_.max_prefill_chunk);
       step.preempted += make_room(seq, seq.n_computed + n, plan, budget);
       if (seq.kv.blocks.size() * static_cast<size_t>(config_.kv_block_size) < static_cast<size_t>(seq.n_computed + n))
         continue;  // no blocks even after preempting every lower-ranked sequence: retry next step
@@ -294,11 +316,17 @@ Engine::StepPlan Engine::plan_batch(std::vector<Slice>& plan) {
   return step;
 }
 
+double Engine::target_seconds(int decode_tokens) const {
+  const StepLatencyTarget& t = config_.step_latency_target;
+  if (t.decode_multiple > 0) return t.decode_multiple * step_cost_.decode_seconds(std::max(1, decode_tokens));
+  return std::chrono::duration<double>(t.fixed).count();
+}
+
 int Engine::prefill_cap(int decode_tokens, int budget) const {
-  if (step_target_.target_seconds <= 0 || decode_tokens == 0) return budget;
-  // At least a block of prompt a step, however tight the target: prompts must advance.
-  const int floor = std::min(budget, config_.kv_block_size);
-  return std::max(floor, step_cost_.prefill_budget(decode_tokens, step_target_.target_seconds, budget));
+  if (!config_.step_latency_target.on() || decode_tokens == 0) return budget;
+  // At least one prompt token a step, however tight the target: prompts must advance.
+  return std::max(std::min(budget, 1),
+                  step_cost_.prefill_budget(decode_tokens, target_seconds(decode_tokens), budget));
 }
 
 uint64_t Engine::make_room(Sequence& seq, int positions, std::vector<Slice>& plan, int& budget) {
@@ -336,10 +364,11 @@ void Engine::account_step(const StepPlan& step, double seconds) {
   StepTargetStats& t = step_target_;
   VIGIL_PROBE(step_budget, step.decode_tokens, step.prefill_tokens, step.prefill_budget,
               static_cast<uint64_t>(predicted * 1e9), static_cast<uint64_t>(seconds * 1e9),
-              static_cast<uint64_t>(t.target_seconds * 1e9));
-  if (t.target_seconds <= 0 || step.decode_tokens == 0) return;
+              static_cast<uint64_t>(step.target_seconds * 1e9));
+  if (step.target_seconds <= 0) return;  // off, or no decodes
+  t.target_seconds = step.target_seconds;
   t.decode_step_seconds = step_cost_.decode_seconds(step.decode_tokens);
-  t.prefill_token_seconds = step_cost_.prefill_token_seconds();
+  if (step.prefill_tokens > 0) t.prefill_token_seconds = step_cost_.prefill_token_seconds(step.prefill_tokens);
   t.attainable = t.decode_step_seconds <= t.target_seconds;
   ++t.steps;
   if (seconds > t.target_seconds) ++t.steps_over;

@@ -27,6 +27,15 @@
 
 namespace vigil {
 
+// engine.step_latency_target: off, a fixed duration, or a multiple of what a decode-only step of
+// the step's own decodes costs (learned, so it means the same on every machine: "2x"; "auto").
+struct StepLatencyTarget {
+  static constexpr double kAutoMultiple = 2.0;  // "auto": a step with prompt at most twice one without
+  std::chrono::milliseconds fixed{0};  // > 0: this long
+  double decode_multiple = 0;          // > 1: this many decode-only steps of the batch
+  bool on() const { return fixed.count() > 0 || decode_multiple > 0; }
+};
+
 struct EngineConfig {
   int threads = 2;
   int kv_blocks = 512;            // KV cache size in blocks
@@ -42,9 +51,12 @@ struct EngineConfig {
   // (docs/performance.md: 200 keeps P99 TTFT at FCFS's with a lower median). 0: pure shortest-first.
   double token_budget_aging = 200;
   // Stall-free batching: while any sequence decodes, a step takes only the prompt tokens predicted
-  // to keep it within this long (the engine learns its step costs as it runs); with nothing
-  // decoding, prefill runs at max_batched_tokens. 0: off, every step up to max_batched_tokens.
-  std::chrono::milliseconds step_latency_target{0};
+  // to keep it within the target (the engine learns its step costs as it runs), to the token; with
+  // nothing decoding, prefill runs at max_batched_tokens. Off: every step up to max_batched_tokens.
+  StepLatencyTarget step_latency_target;
+  // The most prompt tokens of one request in a step (a fixed chunk, as Sarathi-Serve's); 0: only
+  // max_batched_tokens and the target limit it.
+  int max_prefill_chunk = 0;
   // Not from YAML: `serve` builds it from the backend section (and `serve --tp` on the leader rank,
   // a CPU backend split over the group). Empty: the CPU backend.
   BackendFactory make_backend;
@@ -66,10 +78,11 @@ struct SubmitResult {
 struct StepTargetStats {
   // Upper bounds of the prefill-chunk histogram (prompt tokens in a step that held decodes); the
   // last bucket is everything above.
-  static constexpr std::array<int, 9> kChunkBounds{0, 8, 16, 32, 64, 128, 256, 512, 1024};
-  double target_seconds = 0;         // 0: off
+  static constexpr std::array<int, 12> kChunkBounds{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+  double target_seconds = 0;         // 0: off; with a multiple, the latest step's (or calibration's)
+  double decode_multiple = 0;        // the target as a multiple of the decode step; 0: fixed or off
   double decode_step_seconds = 0;    // learned: a decode-only step of the latest step's decodes
-  double prefill_token_seconds = 0;  // learned: one prompt token beside them
+  double prefill_token_seconds = 0;  // learned: one prompt token beside them, in the latest step's chunk
   bool attainable = true;            // a decode-only step fits the target
   uint64_t steps = 0;                // steps that held decodes, target on
   uint64_t steps_over = 0;           // ... that took longer than the target
@@ -133,6 +146,7 @@ class Engine {
     int decode_tokens = 0;
     int prefill_tokens = 0;
     int prefill_budget = 0;  // the most prompt tokens the step could take
+    double target_seconds = 0;  // the latency target it was planned for; 0: off
     uint64_t preempted = 0;
   };
   // The step's slices in policy order: decodes, then prompt chunks within prefill_cap.
@@ -144,8 +158,11 @@ class Engine {
   void encode_batch(const std::vector<Slice>& plan);  // plan -> batch_
   // The forward pass over batch_; false when it threw (the planned sequences then ended in kError).
   bool run_forward(const std::vector<Slice>& plan);
-  // Times a decode-only step and a prompt chunk alone once, to seed the step cost model.
+  // Times a decode-only step, and prompt chunks of 1, 2, 4, ... 64 tokens beside one decode, to
+  // seed the step cost model.
   void calibrate();
+  // The step length the target allows beside `decode_tokens` decodes; 0: off.
+  double target_seconds(int decode_tokens) const;
   // The most prompt tokens beside `decode_tokens` decodes: what the latency target leaves.
   int prefill_cap(int decode_tokens, int budget) const;
   // Learns from the step just run and accounts it against the latency target.

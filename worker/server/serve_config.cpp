@@ -1,6 +1,9 @@
 // Parses the serve YAML strictly: unknown keys and bad values name the dotted key and its line.
 #include "server/serve_config.h"
 
+#include <cctype>
+#include <string>
+
 #include "common/yaml_fields.h"
 
 namespace vigil {
@@ -16,6 +19,37 @@ using yaml_fields::scalar;
 using yaml_fields::walk;
 
 constexpr long long kMaxBytes = 1LL << 30;
+
+// engine.step_latency_target: "auto", a multiple of the decode step ("2x", "1.5x"), or a duration.
+StepLatencyTarget step_latency_target(const std::string& k, const YAML::Node& v) {
+  const std::string text = scalar(k, v);
+  StepLatencyTarget t;
+  if (text == "auto") {
+    t.decode_multiple = StepLatencyTarget::kAutoMultiple;
+    return t;
+  }
+  if (!text.empty() && text.back() == 'x') {
+    const std::string number = text.substr(0, text.size() - 1);
+    size_t used = 0;
+    double m = 0;
+    try {
+      m = std::stod(number, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (number.empty() || used != number.size() || !std::isdigit(static_cast<unsigned char>(number[0])))
+      fail(k, v, "expected a multiple of the decode step like 2x or 1.5x, got '" + text + "'");
+    // At 1x a step with any prompt is over the target; beyond 100x the target is no limit.
+    if (!(m > 1.0 && m <= 100.0))
+      fail(k, v, "a multiple of the decode step must be above 1x and at most 100x, got '" + text + "'");
+    t.decode_multiple = m;
+    return t;
+  }
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])))
+    fail(k, v, "expected auto, a multiple of the decode step (2x) or a duration (50ms), got '" + text + "'");
+  t.fixed = duration(k, v);
+  return t;
+}
 
 void parse_server(const std::string& prefix, const YAML::Node& node, ServerConfig& s) {
   using K = const std::string&;
@@ -62,7 +96,8 @@ void parse_engine(const std::string& prefix, const YAML::Node& node, EngineConfi
       {"batch_window_ms", [&](K k, V v) { e.batch_window_ms = number(k, v, 0.0, 10000.0); }},
       {"prefix_caching", [&](K k, V v) { e.prefix_caching = boolean(k, v); }},
       {"token_budget_aging", [&](K k, V v) { e.token_budget_aging = number(k, v, 0.0, 1e6); }},
-      {"step_latency_target", [&](K k, V v) { e.step_latency_target = duration(k, v); }},
+      {"step_latency_target", [&](K k, V v) { e.step_latency_target = step_latency_target(k, v); }},
+      {"max_prefill_chunk", [&](K k, V v) { e.max_prefill_chunk = int_in(k, v, 0, 1 << 20); }},
       {"policy", [&](K k, V v) {
          std::string name = scalar(k, v);
          auto kind = parse_policy(name);

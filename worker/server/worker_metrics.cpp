@@ -92,7 +92,8 @@ WorkerMetrics::WorkerMetrics(const std::string& model, std::string_view version,
                           .Register(*registry_).Add({}, kLengthBuckets)),
       step_target_(BuildGauge().Name("vigil_worker_step_latency_target_seconds")
                        .Help("engine.step_latency_target: the step length prompt chunks are sized for while "
-                             "sequences decode (0: off).")
+                             "sequences decode (0: off); with a multiple of the decode step (auto, 2x), the latest "
+                             "step's.")
                        .Register(*registry_).Add({})) {
   auto& success = BuildCounter().Name("vigil_worker_request_success_total")
                       .Help("Finished requests by finish reason.").Register(*registry_);
@@ -198,7 +199,8 @@ void WorkerMetrics::scrape_step_target(const StepTargetStats& now) {
     };
     auto& cost = BuildGauge().Name("vigil_worker_step_cost_seconds")
                      .Help("What the engine learned a step costs: a decode-only step of the latest step's decodes "
-                           "(part=decode_step), one prompt token beside them (part=prefill_token).")
+                           "(part=decode_step), one prompt token beside them in a chunk of the latest step's "
+                           "size (part=prefill_token).")
                      .Register(*registry_);
     prometheus::Histogram::BucketBoundaries bounds(StepTargetStats::kChunkBounds.begin(),
                                                    StepTargetStats::kChunkBounds.end());

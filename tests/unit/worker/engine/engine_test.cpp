@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <filesystem>
 #include <future>
@@ -96,7 +97,7 @@ class EngineTest : public ::testing::Test {
   }
 
   // Six requests of 40 tokens need ~5 blocks of 16 each; 12 blocks cannot hold them at once.
-  static void preempts_under_a_tiny_cache_without_changing_results(std::chrono::milliseconds step_target) {
+  static void preempts_under_a_tiny_cache_without_changing_results(StepLatencyTarget step_target) {
     std::vector<RequestParams> requests;
     for (size_t i = 0; i < 6; ++i) requests.push_back(request(kQuestions[i], 40));
     const std::vector<Outcome> expected = each_alone(requests);
@@ -145,7 +146,7 @@ TEST_F(EngineTest, ConcurrentGreedyEqualsAlone) {
 }
 
 TEST_F(EngineTest, PreemptionUnderATinyCacheCompletesEveryRequestCorrectly) {
-  preempts_under_a_tiny_cache_without_changing_results(std::chrono::milliseconds(0));
+  preempts_under_a_tiny_cache_without_changing_results({});
 }
 
 TEST_F(EngineTest, ALatencyTargetChunksPromptsBesideDecodesWithoutChangingResults) {
@@ -154,10 +155,11 @@ TEST_F(EngineTest, ALatencyTargetChunksPromptsBesideDecodesWithoutChangingResult
   const std::vector<Outcome> expected = each_alone(requests);
 
   // 1 ms is below any decode step of this model (it reads ~100 MB of weights a step): every step
-  // that holds decodes takes the floor of one KV block of prompt.
+  // that holds decodes takes the floor of one prompt token, so prompts advance a token at a time
+  // from whatever position a partly written KV block left them at.
   EngineConfig cfg;
   cfg.max_running = 8;
-  cfg.step_latency_target = std::chrono::milliseconds(1);
+  cfg.step_latency_target.fixed = std::chrono::milliseconds(1);
   Engine engine(*model_, *vocab_, cfg);
   const StepTargetStats calibrated = engine.stats().step_target;
   EXPECT_DOUBLE_EQ(calibrated.target_seconds, 0.001);
@@ -168,18 +170,70 @@ TEST_F(EngineTest, ALatencyTargetChunksPromptsBesideDecodesWithoutChangingResult
   for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(got[i].tokens, expected[i].tokens) << kQuestions[i];
   const StepTargetStats t = engine.stats().step_target;
   EXPECT_GT(t.steps, 0u);
-  uint64_t above_a_block = 0, chunked = 0;
+  uint64_t above_a_token = 0, chunked = 0;
   for (size_t b = 0; b < t.chunk_counts.size(); ++b) {
     if (b >= 1) chunked += t.chunk_counts[b];  // bucket 0 holds steps of decodes alone
-    if (b >= 3) above_a_block += t.chunk_counts[b];  // bounds 0, 8, 16, then above 16
+    if (b >= 2) above_a_token += t.chunk_counts[b];  // bounds 0, 1, then above 1
   }
   EXPECT_GT(chunked, 0u) << "no prompt was chunked beside decodes";
-  EXPECT_EQ(above_a_block, 0u) << "a step with decodes took more than a block of prompt";
+  EXPECT_EQ(above_a_token, 0u) << "a step with decodes took more than one prompt token";
   EXPECT_EQ(engine.stats().kv_blocks_free, cfg.kv_blocks);
 }
 
 TEST_F(EngineTest, PreemptionWithALatencyTargetCompletesEveryRequestCorrectly) {
-  preempts_under_a_tiny_cache_without_changing_results(std::chrono::milliseconds(20));
+  preempts_under_a_tiny_cache_without_changing_results({.fixed = std::chrono::milliseconds(20)});
+}
+
+TEST_F(EngineTest, PreemptionWithATargetOfTwiceTheDecodeStepCompletesEveryRequestCorrectly) {
+  preempts_under_a_tiny_cache_without_changing_results({.decode_multiple = 2.0});
+}
+
+// Every prompt in chunks of 1, 3 and 7 tokens (so most chunks start inside a partly written KV
+// block of 16) beside the other requests' decodes: the same tokens as each request alone and
+// unchunked (the backend's logits are compared bit for bit in cpu_chunked_prefill_test).
+TEST_F(EngineTest, PromptsChunkedAt1_3And7TokensEqualTheUnchunkedRun) {
+  std::vector<RequestParams> requests;
+  size_t longest = 0;
+  for (size_t i = 0; i < kQuestions.size(); ++i) {
+    requests.push_back(request(kQuestions[i], 8 + static_cast<int>(i) * 2));
+    longest = std::max(longest, requests.back().prompt.size());
+  }
+  const std::vector<Outcome> expected = each_alone(requests);
+  for (int chunk : {1, 3, 7}) {
+    EngineConfig cfg;
+    cfg.max_running = 8;
+    cfg.max_prefill_chunk = chunk;
+    Engine engine(*model_, *vocab_, cfg);
+    auto got = run(engine, requests);
+    for (size_t i = 0; i < requests.size(); ++i)
+      EXPECT_EQ(got[i].tokens, expected[i].tokens) << "chunks of " << chunk << ": " << kQuestions[i];
+    // The longest prompt alone needs this many steps in chunks of `chunk`.
+    EXPECT_GE(engine.stats().steps, (longest + static_cast<size_t>(chunk) - 1) / static_cast<size_t>(chunk));
+    EXPECT_EQ(engine.stats().kv_blocks_free, cfg.kv_blocks);
+  }
+}
+
+// "auto" (twice the decode step of the batch) is attainable by construction and sizes prompt
+// chunks to the token: results unchanged.
+TEST_F(EngineTest, ATargetOfTwiceTheDecodeStepKeepsResultsAndCalibratesSmallChunks) {
+  std::vector<RequestParams> requests;
+  for (size_t i = 0; i < kQuestions.size(); ++i) requests.push_back(request(kQuestions[i], 12 + static_cast<int>(i) * 3));
+  const std::vector<Outcome> expected = each_alone(requests);
+  EngineConfig cfg;
+  cfg.max_running = 8;
+  cfg.step_latency_target.decode_multiple = StepLatencyTarget::kAutoMultiple;
+  Engine engine(*model_, *vocab_, cfg);
+  const StepTargetStats calibrated = engine.stats().step_target;
+  EXPECT_DOUBLE_EQ(calibrated.decode_multiple, 2.0);
+  EXPECT_DOUBLE_EQ(calibrated.target_seconds, 2.0 * calibrated.decode_step_seconds);
+  EXPECT_GT(calibrated.prefill_token_seconds, 0.0);  // a one-token chunk, timed at start
+  EXPECT_TRUE(calibrated.attainable);
+  auto got = run(engine, requests);
+  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(got[i].tokens, expected[i].tokens) << kQuestions[i];
+  const StepTargetStats t = engine.stats().step_target;
+  EXPECT_GT(t.steps, 0u);
+  EXPECT_TRUE(t.attainable);
+  EXPECT_EQ(engine.stats().kv_blocks_free, cfg.kv_blocks);
 }
 
 TEST_F(EngineTest, CancelFreesBlocksAndEndsTheRequest) {

@@ -59,6 +59,7 @@ engine:
   batch_window_ms: 2.5
   policy: token_budget
   step_latency_target: 80ms
+  max_prefill_chunk: 5
 )");
   EXPECT_EQ(c.server.host, "0.0.0.0");
   EXPECT_EQ(c.server.port, 9000);
@@ -89,7 +90,38 @@ engine:
   EXPECT_EQ(c.engine.max_waiting, 9);
   EXPECT_DOUBLE_EQ(c.engine.batch_window_ms, 2.5);
   EXPECT_EQ(c.engine.policy, PolicyKind::kTokenBudget);
-  EXPECT_EQ(c.engine.step_latency_target.count(), 80);
+  EXPECT_EQ(c.engine.step_latency_target.fixed.count(), 80);
+  EXPECT_EQ(c.engine.step_latency_target.decode_multiple, 0.0);
+  EXPECT_EQ(c.engine.max_prefill_chunk, 5);
+}
+
+TEST(ServeConfig, StepLatencyTargetIsADurationAutoOrAMultipleOfTheDecodeStep) {
+  auto target = [](const std::string& v) {
+    return parse_serve_config("engine:\n  step_latency_target: " + v + "\n").engine.step_latency_target;
+  };
+  EXPECT_FALSE(parse_serve_config("").engine.step_latency_target.on());  // off unless asked for
+  EXPECT_EQ(target("auto").decode_multiple, 2.0);
+  EXPECT_EQ(target("auto").fixed.count(), 0);
+  EXPECT_EQ(target("3x").decode_multiple, 3.0);
+  EXPECT_EQ(target("1.5x").decode_multiple, 1.5);
+  EXPECT_EQ(target("100x").decode_multiple, 100.0);
+  EXPECT_EQ(target("50ms").fixed.count(), 50);
+  EXPECT_EQ(target("50ms").decode_multiple, 0.0);
+  EXPECT_TRUE(target("2x").on());
+  struct Bad {
+    const char* value;
+    const char* says;
+  };
+  for (const Bad& bad : {Bad{"1x", "above 1x"}, Bad{"0.5x", "above 1x"}, Bad{"101x", "at most 100x"},
+                         Bad{"x", "like 2x"}, Bad{"2.x5x", "like 2x"}, Bad{"-2x", "like 2x"}, Bad{"2 x", "like 2x"},
+                         Bad{"Auto", "expected auto"}, Bad{"fast", "expected auto"}, Bad{"0ms", "positive"},
+                         Bad{"50us", "duration"}}) {
+    auto e = error_of(std::string("engine:\n  threads: 2\n  step_latency_target: ") + bad.value + "\n");
+    EXPECT_EQ(e.key(), "engine.step_latency_target") << bad.value;
+    EXPECT_EQ(e.line(), 3) << bad.value;
+    EXPECT_NE(std::string(e.what()).find(bad.says), std::string::npos) << bad.value << ": " << e.what();
+  }
+  EXPECT_EQ(error_of("engine:\n  max_prefill_chunk: -1\n").key(), "engine.max_prefill_chunk");
 }
 
 TEST(ServeConfig, UnknownKeyNamesKeyAndLine) {

@@ -48,6 +48,29 @@ TEST(DeviceBatch, RestagingClearsOldBlockTables) {
   EXPECT_EQ(b.block_table[1], 0);
 }
 
+// A prompt chunk that starts inside a partly written block (positions 6..8 with blocks of 4, beside
+// a decode): each row's slot is its own position's, its table the sequence's whole table, so the
+// attention kernel reads the earlier chunk's rows of the same block.
+TEST(DeviceBatch, AChunkStartingMidBlockWritesFromItsOwnSlot) {
+  DeviceKvGeometry geo{.block_size = 4, .max_blocks_per_seq = 3, .pad_block = 0};
+  DeviceBatch b(4, geo);
+  KvSequence prompt{.blocks = {6, 3, 8}, .n_past = 0};
+  KvSequence stream{.blocks = {5}, .n_past = 0};
+  std::vector<BatchToken> batch = {{.token = 9, .pos = 2, .seq = &stream, .want_logits = true, .generated = true},
+                                   {.token = 1, .pos = 6, .seq = &prompt},
+                                   {.token = 2, .pos = 7, .seq = &prompt},
+                                   {.token = 3, .pos = 8, .seq = &prompt, .want_logits = true}};
+  stage_batch(batch, 4, geo, b);
+  EXPECT_EQ(std::vector<int32_t>(b.kv_slot.begin(), b.kv_slot.end()), (std::vector<int32_t>{22, 14, 15, 32}));
+  EXPECT_EQ(std::vector<int32_t>(b.pos.begin(), b.pos.end()), (std::vector<int32_t>{2, 6, 7, 8}));
+  for (int row = 1; row < 4; ++row)
+    EXPECT_EQ(std::vector<int32_t>(b.block_table.begin() + row * 3, b.block_table.begin() + row * 3 + 3),
+              (std::vector<int32_t>{6, 3, 8}));
+  EXPECT_EQ(b.n_logits, 2);
+  EXPECT_EQ(b.logit_rows[0], 0);
+  EXPECT_EQ(b.logit_rows[1], 3);
+}
+
 TEST(DeviceBatch, RejectsWhatDoesNotFit) {
   DeviceKvGeometry geo{.block_size = 2, .max_blocks_per_seq = 1, .pad_block = 0};
   DeviceBatch b(2, geo);

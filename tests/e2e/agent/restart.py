@@ -4,6 +4,8 @@
 one started on the same pinned state; the process then frees 5 MiB and allocates 3 x 2 MiB. The
 new agent's live bytes and allocation count must equal the process's own account (11 MiB, 13),
 no counter may go down across the restart, and the new agent must have adopted the pinned state.
+The agent is also killed (SIGKILL) in the middle of a 4-thread allocation burst: after the burst
+the next agent's live bytes and allocations equal the workload's account.
 A process that was running before the first agent is marked gpu_memory_accounting_complete 0;
 one started under an agent is marked 1, also after the restarts. At the end `vigil-agent
 --cleanup` removes every pin. Before #29 (no pinned state; `--no-pins` reproduces it) the
@@ -16,10 +18,12 @@ import subprocess
 import sys
 import time
 
-from harness import Agent, fail, mapped_path, remove_pins, require_root, run_workload, select, total, wait_released
+from harness import (Agent, fail, mapped_path, remove_pins, require_root, run_workload, select, total, wait_attached,
+                     wait_released)
 
 CONFIG = 'probes: {tcp: false, nccl: false, usdt: false}\ndiscovery_interval: 1s\n'
 COUNTERS = ('gpu_memory_allocations_total', 'gpu_memory_small_allocations_total')
+BURST_ITERATIONS = 30000  # per thread: about 1 s of calls under the probes here; 60,000 live, within the per-process cap
 
 
 def step(w):
@@ -127,6 +131,7 @@ def main():
             print('link directories left: %d; the last agent: %s' % (len(os.listdir(links)), released))
             if len(os.listdir(links)) != 1 or not released:
                 failures.append('the previous agents\' links were not released: %s' % os.listdir(links))
+        agent = burst_round(agent, agent_bin, workload_bin, args, held, failures)
         step(early)
         time.sleep(0.5)
         marked = view(agent, early.pid)['complete']
@@ -150,6 +155,37 @@ def main():
     if failures:
         fail('; '.join(failures))
     print('ok')
+
+
+def burst_round(agent, agent_bin, workload_bin, args, held, failures):
+    """SIGKILL of the agent in the middle of an allocation burst (4 threads allocating and
+    freeing, calls in flight at the kill): once the burst is over, the next agent's live bytes and
+    allocation count equal the workload's account. Returns the agent now running."""
+    w = subprocess.Popen([workload_bin, 'threads', '4', str(BURST_ITERATIONS)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    if not w.stdout.readline().startswith('ready'):
+        fail('burst workload did not start')
+    wait_attached(agent, 'cuda', mapped_path(w.pid, 'libcuda.so'))
+    w.stdin.write('\n')
+    w.stdin.flush()
+    time.sleep(0.3)
+    before = view(agent, w.pid)
+    stop(agent, signal.SIGKILL, held)
+    agent = Agent(agent_bin, CONFIG, args)
+    truth = json.loads(w.stdout.readline())
+    time.sleep(0.5)
+    after = view(agent, w.pid)
+    print('SIGKILL in a burst: %d allocations counted when the agent was killed; after the burst: workload %s; '
+          'agent %s' % (before['allocs'], truth, after))
+    if before['allocs'] in (0, truth['allocs']):
+        failures.append('the agent was not killed in the middle of the burst (%d of %d allocations counted)'
+                        % (before['allocs'], truth['allocs']))
+    if (after['live_bytes'], after['allocs']) != (truth['live_bytes'], truth['allocs']):
+        failures.append('SIGKILL in a burst: the agent reports %d bytes live and %d allocations; the workload '
+                        'holds %d bytes after %d allocations'
+                        % (after['live_bytes'], after['allocs'], truth['live_bytes'], truth['allocs']))
+    finish(w)
+    return agent
 
 
 def mismatch(agent_bin, failures):

@@ -186,16 +186,24 @@ class Agent {
 
 int run_agent(const Config& cfg, const std::atomic<bool>& stop) {
   Agent agent(cfg);
+  std::shared_ptr<WebConfigWatch> web;
+  try {
+    if (!cfg.web_config_file.empty()) web = std::make_shared<WebConfigWatch>(cfg.web_config_file, agent.http_stats());
+  } catch (const ConfigKeyError& e) {
+    std::fprintf(stderr, "vigil-agent: web config %s: %s: %s\n", cfg.web_config_file.c_str(), e.key().c_str(), e.what());
+    return 2;
+  }
   agent.load_probe_sets();
   std::unique_ptr<HttpServer> http;
   try {
-    http = std::make_unique<HttpServer>(cfg.listen_host, cfg.listen_port, agent.routes(), agent.http_stats());
+    http = std::make_unique<HttpServer>(cfg.listen_host, cfg.listen_port, agent.routes(), agent.http_stats(),
+                                        HttpLimits{}, web);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "vigil-agent: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "vigil-agent: serving /metrics, /healthz, /readyz on %s:%d\n",
-               cfg.listen_host.c_str(), http->port());
+  std::fprintf(stderr, "vigil-agent: serving /metrics, /healthz, /readyz on %s:%d%s\n", cfg.listen_host.c_str(),
+               http->port(), !web ? "" : web->current()->tls ? " (TLS, web config)" : " (web config)");
   agent.loop_starting();
   auto next = std::chrono::steady_clock::now();
   while (!stop) {

@@ -26,6 +26,8 @@ constexpr const char* kUsage =
     "options:\n"
     "  --config FILE        YAML configuration (see docs/probes-agent.md); flags override it\n"
     "  --listen HOST:PORT   address for /metrics, /healthz, /readyz (default 0.0.0.0:9435)\n"
+    "  --web.config.file=PATH  TLS and basic auth of that endpoint, in exporter-toolkit's web\n"
+    "                       configuration format (as node_exporter); reread when it changes\n"
     "  --bpf-pin-root DIR   bpffs directory of the state kept across restarts\n"
     "                       (default /sys/fs/bpf/vigil; \"\" keeps none)\n"
     "  --cleanup     remove every pin under the pin root and exit (uninstall)\n"
@@ -56,9 +58,22 @@ int main(int argc, char** argv) {
   std::string pin_root;
   bool pin_root_set = false;
   std::string listen;
+  std::string web_config_file;
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
-    if ((arg == "--config" || arg == "--listen" || arg == "--bpf-pin-root") && i + 1 >= argc) {
+    if (constexpr std::string_view kWebConfig = "--web.config.file"; arg.starts_with(kWebConfig)) {
+      // kingpin's forms, as node_exporter takes them: --web.config.file=PATH or --web.config.file PATH.
+      if (arg.size() > kWebConfig.size() && arg[kWebConfig.size()] == '=') {
+        web_config_file = arg.substr(kWebConfig.size() + 1);
+        continue;
+      }
+      if (arg == kWebConfig && i + 1 < argc) {
+        web_config_file = argv[++i];
+        continue;
+      }
+    }
+    if ((arg == "--config" || arg == "--listen" || arg == "--bpf-pin-root" || arg == "--web.config.file") &&
+        i + 1 >= argc) {
       std::fprintf(stderr, "vigil-agent: %s needs a value (see --help)\n", argv[i]);
       return 2;
     }
@@ -103,6 +118,7 @@ int main(int argc, char** argv) {
     if (!listen.empty()) vigil::agent::apply_listen(cfg, listen, "--listen", 0);
     vigil::agent::check_disabled_probes(cfg.probes);
     if (pin_root_set) cfg.bpf_pin_root = pin_root;
+    cfg.web_config_file = web_config_file;
   } catch (const vigil::agent::ConfigError& e) {
     print_config_error(e);
     return 2;

@@ -5,7 +5,7 @@ set -euo pipefail
 DEBIAN_PACKAGES=(
   build-essential cmake pkg-config git python3 python3-venv
   clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
-  prometheus-cpp-dev libyaml-cpp-dev libboost-dev systemtap-sdt-dev
+  prometheus-cpp-dev libyaml-cpp-dev libboost-dev systemtap-sdt-dev libssl-dev libcrypt-dev openssl
   libgloo-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   prometheus prometheus-alertmanager victoria-metrics nftables iproute2 curl jsonnet
   podman buildah mmdebstrap runc

@@ -20,7 +20,8 @@ std::vector<prometheus::MetricFamily> EndpointCollector::Collect() const {
     add_sample(answers, {{"code", std::to_string(kHttpStatusCodes[i])}}, static_cast<double>(http_.answers(i)));
   auto rejected = make_family("vigil_agent_http_rejected_total",
                               "Connections the agent's HTTP endpoint cut, by reason: cap (closed to make room), "
-                              "deadline (no answer within the request deadline), too_large (431), bad_request (400).",
+                              "deadline (no answer within the request deadline), too_large (431), bad_request (400), "
+                              "tls_handshake (TLS handshake failed), not_tls (plain HTTP on the TLS endpoint).",
                               MetricType::Counter);
   for (HttpRejection r : kHttpRejections)
     add_sample(rejected, {{"reason", rejection_name(r)}}, static_cast<double>(http_.rejections(r)));
@@ -33,7 +34,17 @@ std::vector<prometheus::MetricFamily> EndpointCollector::Collect() const {
                            "How long the housekeeping loop may go without a tick before /healthz fails.",
                            MetricType::Gauge);
   add_sample(limit, {}, std::chrono::duration<double>(liveness_.stall_limit()).count());
-  return {open, answers, rejected, since, limit};
+  auto reloads = make_family("vigil_agent_web_config_reloads_total",
+                             "Loads of the --web.config.file (the first included), by result; a failed reload "
+                             "keeps the last good config.",
+                             MetricType::Counter);
+  for (bool ok : {true, false})
+    add_sample(reloads, {{"result", ok ? "success" : "failure"}}, static_cast<double>(http_.web_config_reloads(ok)));
+  auto last_ok = make_family("vigil_agent_web_config_last_reload_successful",
+                             "1 when the last load of the --web.config.file worked (1 without one).",
+                             MetricType::Gauge);
+  add_sample(last_ok, {}, http_.web_config_last_reload_ok() ? 1.0 : 0.0);
+  return {open, answers, rejected, since, limit, reloads, last_ok};
 }
 
 }  // namespace vigil::agent

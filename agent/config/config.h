@@ -50,6 +50,7 @@ struct Config {
   std::string container_logs = "/var/log/containers";   // the kubelet's links: pod names ("" = off)
   bool bpf_stats = true;  // keep the kernel's BPF run-time statistics on (per-program cost)
   std::string bpf_pin_root = "/sys/fs/bpf/vigil";  // pinned state (--bpf-pin-root; "" = none)
+  std::string web_config_file;  // --web.config.file: exporter-toolkit's TLS/basic auth ("" = plain HTTP)
 };
 
 // housekeeping_stall_limit, or its default when unset.

@@ -5,19 +5,25 @@
 // connection is never refused, so a probe always gets a slot, and the clients that lose theirs
 // are those holding one without having asked anything. Slow routes (the scrape) run on a render
 // thread of their own, so /healthz is answered while a scrape runs or waits for a lock.
+// With a TLS web config the handshake runs inside the same deadline (a client that never finishes
+// it is cut like one that never sends its head), and bcrypt runs on an auth thread of its own.
 #include "export/http_server.h"
+
+#include <sys/socket.h>
 
 #include <array>
 #include <cerrno>
 #include <cstdio>
 #include <exception>
 #include <list>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
@@ -31,6 +37,8 @@ namespace net = boost::asio;
 using net::ip::tcp;
 using error_code = boost::system::error_code;
 using Bytes = std::shared_ptr<const std::string>;
+using Headers = std::vector<std::pair<std::string, std::string>>;
+using TlsStream = net::ssl::stream<tcp::socket>;
 
 // After the answer: read what the client still sends, so closing does not reset the connection
 // under the answer (a 431 to a client still sending its 1 MiB header), but not for long.
@@ -42,6 +50,7 @@ const char* reason(int status) {
   switch (status) {
     case 200: return "OK";
     case 400: return "Bad Request";
+    case 401: return "Unauthorized";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
@@ -51,23 +60,31 @@ const char* reason(int status) {
   }
 }
 
-Bytes serialize(const HttpResponse& r) {
+// `extra`: the web config's headers, on every answer.
+Bytes serialize(const HttpResponse& r, const Headers& extra) {
   std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " + reason(r.status) +
                     "\r\nContent-Type: " + r.content_type +
                     "\r\nContent-Length: " + std::to_string(r.body.size()) +
-                    (r.status == 405 ? "\r\nAllow: GET" : "") + "\r\nConnection: close\r\n\r\n";
+                    (r.status == 405 ? "\r\nAllow: GET" : "");
+  for (const auto& [name, value] : extra) out += "\r\n" + name + ": " + value;
+  out += "\r\nConnection: close\r\n\r\n";
   out += r.body;
   return std::make_shared<const std::string>(std::move(out));
 }
 
 HttpResponse plain(int status, std::string body) { return {status, "text/plain; charset=utf-8", std::move(body)}; }
 
+// What Go's net/http answers a plain request on a TLS port with (server.go, "Client sent an HTTP
+// request to an HTTPS server"), so a scraper shows the same reason it shows for Go exporters.
+const char kPlainOnTls[] = "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
+constexpr unsigned char kTlsHandshakeRecord = 0x16;  // RFC 8446 5.1 ContentType handshake
+
 class Connection;
 
 // Everything the I/O thread owns; the render thread only runs routes' answers.
 class Endpoint {
  public:
-  Endpoint(std::vector<HttpRoute> routes, HttpStats& stats, HttpLimits limits);
+  Endpoint(std::vector<HttpRoute> routes, HttpStats& stats, HttpLimits limits, std::shared_ptr<WebConfigWatch> web);
   ~Endpoint();
 
   void listen(const std::string& host, int port);
@@ -76,6 +93,7 @@ class Endpoint {
 
   // Called by connections, on the I/O thread.
   void route(const std::shared_ptr<Connection>& c, const RequestHead& head);
+  Bytes serialize_here(const HttpResponse& r) const { return serialize(r, headers_); }
   std::list<Connection*>::iterator add(Connection* c);
   void remove(std::list<Connection*>::iterator slot);
   net::io_context& ioc() { return ioc_; }
@@ -92,8 +110,10 @@ class Endpoint {
   void do_accept();
   void on_accept(error_code ec, tcp::socket socket);
   void make_room();
+  void dispatch(const std::shared_ptr<Connection>& c, const RequestHead& head);
+  void unauthorized(const std::shared_ptr<Connection>& c);
   void start_render(size_t route);
-  void rendered(size_t route, const Bytes& answer, int status);
+  void rendered(size_t route, const HttpResponse& answer);
 
   net::io_context ioc_{1};
   tcp::acceptor acceptor_{ioc_};
@@ -104,16 +124,21 @@ class Endpoint {
   int port_ = 0;
   std::list<Connection*> open_;  // oldest first
   std::vector<RenderQueue> renders_;  // one per route
+  std::shared_ptr<WebConfigWatch> web_;  // null: plain HTTP, no auth
+  Headers headers_;                     // the web config's, as of the last connection accepted
   net::thread_pool render_thread_{1};
+  net::thread_pool auth_thread_{1};     // bcrypt, one check at a time (exporter-toolkit's bcryptMtx)
   std::thread io_thread_;
 };
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  enum class Stage { kReadingHead, kAnswering, kWriting, kLingering, kClosed };
+  enum class Stage { kHandshaking, kReadingHead, kAnswering, kWriting, kLingering, kClosed };
 
-  Connection(Endpoint& endpoint, tcp::socket socket)
-      : endpoint_(endpoint), socket_(std::move(socket)), deadline_(endpoint.ioc()), slot_(endpoint.add(this)) {}
+  // `web`: the web config this connection is served under (null: plain HTTP, no auth).
+  Connection(Endpoint& endpoint, tcp::socket socket, std::shared_ptr<const ActiveWebConfig> web)
+      : endpoint_(endpoint), socket_(std::move(socket)), web_(std::move(web)), deadline_(endpoint.ioc()),
+        slot_(endpoint.add(this)) {}
   ~Connection() { close(); }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -122,25 +147,27 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // The timer's handler holds the connection until it is closed: it is what keeps it alive.
     deadline_.expires_after(endpoint_.limits().request_deadline);
     wait_deadline();
+    if (web_ && web_->tls) return await_first_byte();
     read_head();
   }
 
   Stage stage() const { return stage_; }
   void answering() { stage_ = Stage::kAnswering; }
+  const ActiveWebConfig* web() const { return web_.get(); }
 
   void respond(const Bytes& bytes, int status) {
     if (stage_ == Stage::kClosed) return;
     stage_ = Stage::kWriting;
     out_ = bytes;
     status_ = status;
-    net::async_write(socket_, net::buffer(*out_), [self = shared_from_this()](error_code ec, size_t) {
-      self->on_written(ec);
-    });
+    auto done = [self = shared_from_this()](error_code ec, size_t) { self->on_written(ec); };
+    if (tls_) return net::async_write(*tls_, net::buffer(*out_), done);
+    net::async_write(socket_, net::buffer(*out_), done);
   }
 
   void reject(HttpRejection why, int status, std::string body) {
     endpoint_.stats().rejected(why);
-    respond(serialize(plain(status, std::move(body))), status);
+    respond(endpoint_.serialize_here(plain(status, std::move(body))), status);
   }
 
   // Closed to make room at the cap.
@@ -153,21 +180,57 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (stage_ == Stage::kClosed) return;
     stage_ = Stage::kClosed;
     error_code ignored;
-    socket_.close(ignored);
+    lowest().close(ignored);
     deadline_.cancel();
     endpoint_.remove(slot_);
   }
 
  private:
+  tcp::socket& lowest() { return tls_ ? tls_->next_layer() : socket_; }
+
+  // A TLS client's first byte opens a handshake record; anything else is plain HTTP on the TLS
+  // port, answered in plain text before any TLS state exists.
+  void await_first_byte() {
+    stage_ = Stage::kHandshaking;
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](error_code ec) {
+      if (self->stage_ != Stage::kHandshaking) return;
+      if (ec) return self->close();
+      unsigned char first = 0;
+      ssize_t n = ::recv(self->socket_.native_handle(), &first, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return self->close();
+      if (n < 0) return self->await_first_byte();
+      if (first != kTlsHandshakeRecord) {
+        self->endpoint_.stats().rejected(HttpRejection::kNotTls);
+        static const Bytes answer = std::make_shared<const std::string>(kPlainOnTls);
+        return self->respond(answer, 400);
+      }
+      self->handshake();
+    });
+  }
+
+  void handshake() {
+    tls_ = std::make_unique<TlsStream>(std::move(socket_), *web_->tls);
+    tls_->async_handshake(net::ssl::stream_base::server, [self = shared_from_this()](error_code ec) {
+      if (self->stage_ != Stage::kHandshaking) return;
+      if (ec) {
+        self->endpoint_.stats().rejected(HttpRejection::kTlsHandshake);
+        return self->close();
+      }
+      self->stage_ = Stage::kReadingHead;
+      self->read_head();
+    });
+  }
+
   void wait_deadline() {
     deadline_.async_wait([self = shared_from_this()](error_code ec) { self->on_deadline(ec); });
   }
 
   void on_deadline(error_code ec) {
     if (ec == net::error::operation_aborted) return;  // closed, or re-armed for the linger
-    if (stage_ == Stage::kReadingHead) {
-      // The socket is still writable for a small answer: nothing was written to it yet.
-      Bytes timeout = serialize(plain(408, "request head not received in time\n"));
+    if (stage_ == Stage::kReadingHead && !tls_) {
+      // The socket is still writable for a small answer: nothing was written to it yet. (Over
+      // TLS a record would have to be written; the connection is just closed.)
+      Bytes timeout = endpoint_.serialize_here(plain(408, "request head not received in time\n"));
       error_code send_ec;
       socket_.non_blocking(true, send_ec);
       if (socket_.send(net::buffer(*timeout), 0, send_ec) == timeout->size())
@@ -179,9 +242,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void read_head() {
-    socket_.async_read_some(net::buffer(chunk_), [self = shared_from_this()](error_code ec, size_t n) {
-      self->on_read(ec, n);
-    });
+    auto done = [self = shared_from_this()](error_code ec, size_t n) { self->on_read(ec, n); };
+    if (tls_) return tls_->async_read_some(net::buffer(chunk_), done);
+    socket_.async_read_some(net::buffer(chunk_), done);
   }
 
   void on_read(error_code ec, size_t n) {
@@ -204,13 +267,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (ec) return close();
     endpoint_.stats().answered(status_);
     stage_ = Stage::kLingering;
-    error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_send, ignored);
     auto linger_end = std::chrono::steady_clock::now() + kLinger;
     if (linger_end < deadline_.expiry()) {
       deadline_.expires_at(linger_end);  // the pending wait ends aborted
       wait_deadline();
     }
+    if (tls_) {
+      // close_notify, then the client's: TLS's own orderly close, within the linger.
+      return tls_->async_shutdown([self = shared_from_this()](error_code) { self->close(); });
+    }
+    error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_send, ignored);
     linger();
   }
 
@@ -224,7 +291,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   Endpoint& endpoint_;
-  tcp::socket socket_;
+  tcp::socket socket_;               // moved into tls_ at the handshake
+  std::unique_ptr<TlsStream> tls_;
+  std::shared_ptr<const ActiveWebConfig> web_;
   net::steady_timer deadline_;
   std::list<Connection*>::iterator slot_;  // in the endpoint's open list while not closed
   Stage stage_ = Stage::kReadingHead;
@@ -235,14 +304,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t lingered_ = 0;
 };
 
-Endpoint::Endpoint(std::vector<HttpRoute> routes, HttpStats& stats, HttpLimits limits)
-    : routes_(std::move(routes)), stats_(stats), limits_(limits), renders_(routes_.size()) {}
+Endpoint::Endpoint(std::vector<HttpRoute> routes, HttpStats& stats, HttpLimits limits,
+                   std::shared_ptr<WebConfigWatch> web)
+    : routes_(std::move(routes)), stats_(stats), limits_(limits), renders_(routes_.size()), web_(std::move(web)) {}
 
 Endpoint::~Endpoint() {
   ioc_.stop();
   if (io_thread_.joinable()) io_thread_.join();
   render_thread_.stop();
   render_thread_.join();  // waits for a render under way: it uses what the routes capture
+  auth_thread_.stop();
+  auth_thread_.join();
   // Close every connection now, while this object is whole: the io_context destroys their
   // handlers (and with them the connections) only after the other members are gone.
   while (!open_.empty()) open_.front()->close();
@@ -288,7 +360,12 @@ void Endpoint::on_accept(error_code ec, tcp::socket socket) {
   }
   if (!ec) {
     make_room();
-    std::make_shared<Connection>(*this, std::move(socket))->start();
+    std::shared_ptr<const ActiveWebConfig> web;
+    if (web_) {
+      web = web_->current();
+      headers_ = web->config.headers;
+    }
+    std::make_shared<Connection>(*this, std::move(socket), std::move(web))->start();
   }
   do_accept();
 }
@@ -297,7 +374,8 @@ void Endpoint::make_room() {
   if (open_.size() < limits_.max_connections || open_.empty()) return;
   Connection* victim = open_.front();
   for (Connection* c : open_) {
-    if (c->stage() == Connection::Stage::kReadingHead || c->stage() == Connection::Stage::kLingering) {
+    if (c->stage() == Connection::Stage::kHandshaking || c->stage() == Connection::Stage::kReadingHead ||
+        c->stage() == Connection::Stage::kLingering) {
       victim = c;
       break;
     }
@@ -316,12 +394,35 @@ void Endpoint::remove(std::list<Connection*>::iterator slot) {
 }
 
 void Endpoint::route(const std::shared_ptr<Connection>& c, const RequestHead& head) {
-  if (head.method != "GET") return c->respond(serialize(plain(405, "only GET\n")), 405);
+  const ActiveWebConfig* web = c->web();
+  if (!web || web->config.users.empty()) return dispatch(c, head);
+  for (const auto& r : routes_)
+    if (r.answered_inline && r.path == head.path) return dispatch(c, head);
+  std::optional<bool> known = web_->basic_auth().cached(web->config.users, head.authorization);
+  if (known) return *known ? dispatch(c, head) : unauthorized(c);
+  c->answering();
+  net::post(auth_thread_, [this, c, head] {
+    bool ok = web_->basic_auth().check(c->web()->config.users, head.authorization);
+    net::post(ioc_, [this, c, head, ok] {
+      if (c->stage() == Connection::Stage::kClosed) return;
+      ok ? dispatch(c, head) : unauthorized(c);
+    });
+  });
+}
+
+void Endpoint::unauthorized(const std::shared_ptr<Connection>& c) {
+  Headers headers = headers_;
+  headers.emplace_back("WWW-Authenticate", "Basic");
+  c->respond(serialize(plain(401, "Unauthorized\n"), headers), 401);
+}
+
+void Endpoint::dispatch(const std::shared_ptr<Connection>& c, const RequestHead& head) {
+  if (head.method != "GET") return c->respond(serialize_here(plain(405, "only GET\n")), 405);
   for (size_t i = 0; i < routes_.size(); ++i) {
     if (routes_[i].path != head.path) continue;
     if (routes_[i].answered_inline) {
       HttpResponse r = routes_[i].answer();
-      return c->respond(serialize(r), r.status);
+      return c->respond(serialize_here(r), r.status);
     }
     c->answering();
     renders_[i].next.push_back(c);
@@ -330,7 +431,7 @@ void Endpoint::route(const std::shared_ptr<Connection>& c, const RequestHead& he
   }
   std::string paths;
   for (const auto& r : routes_) paths += (paths.empty() ? "" : ", ") + r.path;
-  c->respond(serialize(plain(404, "not found; try " + paths + "\n")), 404);
+  c->respond(serialize_here(plain(404, "not found; try " + paths + "\n")), 404);
 }
 
 void Endpoint::start_render(size_t i) {
@@ -345,14 +446,16 @@ void Endpoint::start_render(size_t i) {
     } catch (const std::exception& e) {
       r = plain(503, std::string("cannot answer: ") + e.what() + "\n");
     }
-    net::post(ioc_, [this, i, bytes = serialize(r), status = r.status] { rendered(i, bytes, status); });
+    // Serialized on the I/O thread, which owns the web config's headers.
+    net::post(ioc_, [this, i, r = std::move(r)] { rendered(i, r); });
   });
 }
 
-void Endpoint::rendered(size_t i, const Bytes& answer, int status) {
+void Endpoint::rendered(size_t i, const HttpResponse& r) {
   RenderQueue& q = renders_[i];
+  Bytes answer = serialize_here(r);
   for (const auto& waiting : q.running)
-    if (auto c = waiting.lock()) c->respond(answer, status);
+    if (auto c = waiting.lock()) c->respond(answer, r.status);
   q.running.clear();
   q.busy = false;
   // A connection closed meanwhile (deadline, cap) needs no render.
@@ -366,14 +469,14 @@ void Endpoint::rendered(size_t i, const Bytes& answer, int status) {
 }  // namespace
 
 struct HttpServer::Impl {
-  Impl(std::vector<HttpRoute> routes, HttpStats& stats, HttpLimits limits)
-      : endpoint(std::move(routes), stats, limits) {}
+  Impl(std::vector<HttpRoute> routes, HttpStats& stats, HttpLimits limits, std::shared_ptr<WebConfigWatch> web)
+      : endpoint(std::move(routes), stats, limits, std::move(web)) {}
   Endpoint endpoint;
 };
 
 HttpServer::HttpServer(const std::string& host, int port, std::vector<HttpRoute> routes, HttpStats& stats,
-                       HttpLimits limits)
-    : impl_(std::make_unique<Impl>(std::move(routes), stats, limits)) {
+                       HttpLimits limits, std::shared_ptr<WebConfigWatch> web)
+    : impl_(std::make_unique<Impl>(std::move(routes), stats, limits, std::move(web))) {
   impl_->endpoint.listen(host, port);
   impl_->endpoint.start();
 }

@@ -38,6 +38,8 @@ RequestHead parse_request_head(std::string_view head) {
   out.method = std::string(req.method_string());
   std::string_view target(req.target().data(), req.target().size());
   out.path = std::string(target.substr(0, target.find('?')));
+  if (auto field = req.find(http::field::authorization); field != req.end())
+    out.authorization = std::string(field->value());
   return out;
 }
 

@@ -13,6 +13,7 @@ struct RequestHead {
   std::string error;   // why not, when !ok
   std::string method;
   std::string path;    // the target without its query
+  std::string authorization;  // the Authorization field's value, "" when absent
 };
 
 // Where the head in `bytes` ends (one past its blank line), or npos while it is incomplete.

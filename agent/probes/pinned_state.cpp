@@ -1,8 +1,13 @@
 // Pinned state on bpffs. Directories are created one level at a time because libbpf's pin only
 // creates the last one (make_parent_dir in libbpf.c); the uninstall walks the tree bottom-up.
+// Each agent holds a shared flock(2) on its schema version's directory for its whole life; another
+// version's directory is removed only when an exclusive flock on it is granted: no agent of that
+// version runs (flock, not a pid in a map: the kernel releases it at any exit, and a pid can be reused).
 #include "probes/pinned_state.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -29,9 +34,11 @@ bool is_bpffs(const std::string& path) {
   return statfs(path.c_str(), &st) == 0 && static_cast<long>(st.f_type) == kBpfFsMagic;
 }
 
-void make_dir(const std::string& path) {
-  if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
-    throw std::runtime_error("mkdir " + path + ": " + errno_reason(errno));
+// True when it made the directory, false when it was there.
+bool make_dir(const std::string& path) {
+  if (mkdir(path.c_str(), 0700) == 0) return true;
+  if (errno != EEXIST) throw std::runtime_error("mkdir " + path + ": " + errno_reason(errno));
+  return false;
 }
 
 // Removes PATH and what lies under it; counts the pins (non-directories) removed.
@@ -54,6 +61,39 @@ int remove_tree(const std::string& path) {
   return rmdir(path.c_str()) == 0 ? removed : -errno;
 }
 
+// This agent's shared flock on ROOT/v<kPinSchema>, held until it exits (the kernel drops it at
+// any exit, SIGKILL included): while an agent of a version runs, that version's pins stay.
+int schema_lease = -1;
+
+// Removes the pins of every other schema version under ROOT that no agent holds (an exclusive
+// flock granted: none has it shared); returns what happened, for the log line.
+std::string remove_free_versions(const std::string& root) {
+  std::string said;
+  DIR* d = opendir(root.c_str());
+  if (!d) return said;
+  std::vector<std::string> versions;
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n.size() > 1 && n[0] == 'v' && n.find_first_not_of("0123456789", 1) == std::string::npos &&
+        n != "v" + std::to_string(kPinSchema))
+      versions.push_back(n);
+  }
+  closedir(d);
+  for (const auto& v : versions) {
+    const std::string dir = root + "/" + v;
+    int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      int n = remove_tree(dir);
+      said += "; " + v + ": " + (n < 0 ? "not removed (" + errno_reason(-n) + ")" : std::to_string(n) + " pins removed, no agent of it runs");
+    } else {
+      said += "; " + v + ": kept, an agent of it runs (the next agent to start after it removes them)";
+    }
+    close(fd);
+  }
+  return said;
+}
+
 }  // namespace
 
 std::string make_pin_dir(const std::string& root, const std::string& set) {
@@ -61,9 +101,22 @@ std::string make_pin_dir(const std::string& root, const std::string& set) {
       mount("bpf", kBpfFs.c_str(), "bpf", 0, "mode=0700") != 0)
     throw std::runtime_error("mount bpffs at " + kBpfFs + ": " + errno_reason(errno));
   std::string path;
-  std::stringstream parts(root.substr(1) + "/v" + std::to_string(kPinSchema) + "/" + set);
+  std::stringstream parts(root.substr(1));
   for (std::string part; std::getline(parts, part, '/');)
     if (!part.empty()) make_dir(path += "/" + part);
+  const std::string version = "v" + std::to_string(kPinSchema);
+  const bool created = make_dir(path += "/" + version);
+  if (!is_bpffs(path)) throw std::runtime_error(path + " is not on a bpffs mount");
+  if (schema_lease < 0) {
+    schema_lease = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (schema_lease < 0 || flock(schema_lease, LOCK_SH) != 0)
+      throw std::runtime_error("lock " + path + ": " + errno_reason(errno));
+    const std::string others = remove_free_versions(path.substr(0, path.rfind('/')));
+    if (created || !others.empty())
+      std::fprintf(stderr, "vigil-agent: pinned state: schema %s in %s%s%s\n", version.c_str(), path.c_str(),
+                   created ? " (new)" : "", others.c_str());
+  }
+  make_dir(path += "/" + set);
   if (!is_bpffs(path)) throw std::runtime_error(path + " is not on a bpffs mount");
   return path;
 }

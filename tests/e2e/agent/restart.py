@@ -8,7 +8,8 @@ The agent is also killed (SIGKILL) in the middle of a 4-thread allocation burst:
 the next agent's live bytes and allocations equal the workload's account.
 A process that was running before the first agent is marked gpu_memory_accounting_complete 0;
 one started under an agent is marked 1, also after the restarts. At the end `vigil-agent
---cleanup` removes every pin. Before #29 (no pinned state; `--no-pins` reproduces it) the
+--cleanup` removes every pin. Pins of another schema version are removed at start only when no
+agent of that version holds its directory's lock. Before #29 (no pinned state; `--no-pins` reproduces it) the
 restarted agent reported 6 MiB live and 3 allocations.
 usage: restart.py VIGIL_AGENT CUDA_WORKLOAD [--no-pins]"""
 import json
@@ -152,6 +153,7 @@ def main():
         wait_released(held)
         print('every program and link of the %d agents left the kernel after the cleanup' % 4)
         mismatch(agent_bin, failures)
+        other_versions(agent_bin, failures)
     if failures:
         fail('; '.join(failures))
     print('ok')
@@ -205,6 +207,41 @@ def mismatch(agent_bin, failures):
         if len(said) != 1 or enabled != [1]:
             failures.append('a mismatching pinned map: said %s, cuda set enabled %s' % (said, enabled))
     finally:
+        remove_pins(agent_bin, root)
+
+
+HOLD_LOCK = 'import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_SH); ' \
+            'print("held", flush=True); sys.stdin.read()'
+
+
+def other_versions(agent_bin, failures):
+    """Pins of another schema version: removed by a starting agent when no agent of that version
+    holds its directory (a shared flock, as every agent takes on its own), kept while one does,
+    and said in one line."""
+    root = '/sys/fs/bpf/vigil-test-versions-%d' % os.getpid()
+    for version in ('v0', 'v7'):
+        os.makedirs(os.path.join(root, version, 'cuda'))
+        subprocess.run(['bpftool', 'map', 'create', os.path.join(root, version, 'cuda', 'procs'), 'type', 'hash',
+                        'key', '4', 'value', '8', 'entries', '1', 'name', 'procs'], check=True)
+    holder = subprocess.Popen([sys.executable, '-c', HOLD_LOCK, os.path.join(root, 'v7')], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        holder.stdout.readline()
+        for round_, held in (('v7 held by a running agent', True), ('v7 no longer held', False)):
+            if not held:
+                holder.stdin.close()
+                holder.wait(timeout=10)
+            agent = Agent(agent_bin, CONFIG, ['--bpf-pin-root', root])
+            said = [l for l in agent.log_text().splitlines() if 'pinned state: schema' in l]
+            agent.stop()
+            left = sorted(os.listdir(root))
+            print('%s: the agent said %s; left under the root: %s' % (round_, said, left))
+            want = ['v1', 'v7'] if held else ['v1']
+            if len(said) != 1 or left != want or ('kept, an agent of it runs' in said[0]) != held:
+                failures.append('%s: the agent said %s and left %s, expected %s' % (round_, said, left, want))
+    finally:
+        if holder.poll() is None:
+            holder.kill()
         remove_pins(agent_bin, root)
 
 

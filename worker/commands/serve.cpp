@@ -33,14 +33,14 @@ void report_step_target(const StepTargetStats& t) {
   if (t.decode_multiple > 0)
     std::fprintf(stderr,
                  "vigil-worker: step latency target %gx the decode step of the batch (%.1f ms for one stream): a "
-                 "decode step takes %.1f ms, a one-token prompt chunk beside it %.2f ms (calibrated at start, "
-                 "learned as it runs)\n",
+                 "decode step takes %.1f ms, a prompt token beside it %.2f ms in chunks of up to 64 (calibrated at "
+                 "start, learned as it runs)\n",
                  t.decode_multiple, t.target_seconds * 1e3, t.decode_step_seconds * 1e3,
                  t.prefill_token_seconds * 1e3);
   else
     std::fprintf(stderr,
-                 "vigil-worker: step latency target %.0f ms: a decode step takes %.1f ms, a one-token prompt chunk "
-                 "beside it %.2f ms (calibrated at start, learned as it runs)\n",
+                 "vigil-worker: step latency target %.0f ms: a decode step takes %.1f ms, a prompt token beside it "
+                 "%.2f ms in chunks of up to 64 (calibrated at start, learned as it runs)\n",
                  t.target_seconds * 1e3, t.decode_step_seconds * 1e3, t.prefill_token_seconds * 1e3);
   if (!t.attainable)
     std::fprintf(stderr,

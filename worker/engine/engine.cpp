@@ -117,7 +117,8 @@ void Engine::calibrate() {
   blocks_.release(prompt);
   step_target_.target_seconds = target_seconds(1);
   step_target_.decode_step_seconds = step_cost_.decode_seconds(1);
-  step_target_.prefill_token_seconds = step_cost_.prefill_token_seconds(1);
+  // The largest chunk's: a one-token chunk's cost can be lost in one step's noise on a small model.
+  step_target_.prefill_token_seconds = step_cost_.prefill_token_seconds(chunk_max);
   step_target_.attainable = step_target_.decode_step_seconds <= step_target_.target_seconds;
 }
 

@@ -10,10 +10,12 @@ namespace vigil {
 // A step's time is modelled as decode(d) + p * prefill_token(p), with d decode tokens and p prefill
 // tokens: decode(d) a line fitted over recent steps (it is mostly the weights read once per
 // step, so it grows slowly with d), prefill_token(p) the marginal cost of one prompt token beside
-// them in a chunk of p, learned per class of chunk sizes (a chunk of a few tokens costs more a
-// token than one of hundreds: each chunk adds fixed work, such as a new row tile in every matrix
-// product). Both are exponentially weighted, so the model follows load, thermal and neighbour
-// changes.
+// them in a chunk of p, learned per class of chunk sizes, because it is not one number: each chunk
+// may add fixed work (another row tile in every matrix product: small chunks dearer a token), or
+// its first rows may ride on the weights the decodes read anyway (small chunks cheaper; on the
+// 2-core Zen 4 CPU of docs/performance.md a 1–2 token chunk adds ~0–0.5 ms a token beside a
+// decode, chunks of 8 and more ~1.4 ms). Both are exponentially weighted, so the model follows
+// load, thermal and neighbour changes.
 class StepCostModel {
  public:
   // Chunk size classes, by lower bound: [1], [2, 3], [4, 7], ..., [128, any).
@@ -28,7 +30,7 @@ class StepCostModel {
 
   double decode_seconds(int decode_tokens) const;  // a decode-only step
   // One prompt token's share of a chunk of `prefill_tokens`: its class's cost, or the nearest
-  // learned class's (the smaller on a tie: small chunks are the dearer); 0 before any is learned.
+  // learned class's (the smaller class on a tie); 0 before any is learned.
   double prefill_token_seconds(int prefill_tokens) const;
   double predict(int decode_tokens, int prefill_tokens) const {
     return decode_seconds(decode_tokens) +

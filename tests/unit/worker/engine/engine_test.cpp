@@ -226,7 +226,7 @@ TEST_F(EngineTest, ATargetOfTwiceTheDecodeStepKeepsResultsAndCalibratesSmallChun
   const StepTargetStats calibrated = engine.stats().step_target;
   EXPECT_DOUBLE_EQ(calibrated.decode_multiple, 2.0);
   EXPECT_DOUBLE_EQ(calibrated.target_seconds, 2.0 * calibrated.decode_step_seconds);
-  EXPECT_GT(calibrated.prefill_token_seconds, 0.0);  // a one-token chunk, timed at start
+  EXPECT_GT(calibrated.prefill_token_seconds, 0.0);  // chunks beside a decode, timed at start
   EXPECT_TRUE(calibrated.attainable);
   auto got = run(engine, requests);
   for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(got[i].tokens, expected[i].tokens) << kQuestions[i];

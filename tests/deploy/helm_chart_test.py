@@ -51,6 +51,8 @@ def schema_refuses():
                 {'namespaces': {'agent': 'Vigil_System'}},
                 {'prometheusRule': {'runbookUrlBase': 'docs/runbooks/'}},
                 {'agent': {'networkPolicy': {'enabled': True, 'from': [{}]}}},
+                {'agent': {'webConfig': {'probes': 'exec'}}},
+                {'agent': {'webConfig': {'file': 'web/web.yml'}}},
                 {'agent': {'imagee': {}}}):
         try:
             podman_flags.render_chart(bad)
@@ -114,6 +116,35 @@ def network_policy():
     print('NetworkPolicy: %s' % json.dumps(np['spec']))
 
 
+def web_config():
+    """agent.webConfig (#30): off by default; with a Secret, mounted read-only as a directory (so the
+    kubelet's updates arrive), --web.config.file naming its file, probes over HTTPS, or TCP when
+    the web config requires client certificates the kubelet cannot present."""
+    def agent(values):
+        pod = objects(values)[('DaemonSet', 'vigil-agent')]['spec']['template']['spec']
+        return pod, pod['containers'][0]
+    pod, c = agent(None)
+    check(not any(a.startswith('--web.config.file') for a in c['args']), 'web config on by default: %s' % c['args'])
+    check(c['livenessProbe']['httpGet'].get('scheme', 'HTTP') == 'HTTP', 'default probe not plain HTTP')
+    pod, c = agent({'agent': {'webConfig': {'secretName': 'agent-tls', 'file': 'config.yml'}}})
+    check(c['args'][-1] == '--web.config.file=/etc/vigil/web/config.yml', 'args %s' % c['args'])
+    mount = [m for m in c['volumeMounts'] if m['name'] == 'web-config']
+    check(mount == [{'name': 'web-config', 'mountPath': '/etc/vigil/web', 'readOnly': True}], 'mount %s' % mount)
+    volume = [v for v in pod['volumes'] if v['name'] == 'web-config']
+    check(volume == [{'name': 'web-config', 'secret': {'secretName': 'agent-tls', 'defaultMode': 0o400}}],
+          'volume %s' % volume)
+    for probe, path in (('livenessProbe', '/healthz'), ('readinessProbe', '/readyz')):
+        check(c[probe]['httpGet'] == {'path': path, 'port': 'metrics', 'scheme': 'HTTPS'}, '%s %s' % (probe, c[probe]))
+    pod, c = agent({'agent': {'webConfig': {'secretName': 'agent-tls', 'probes': 'tcp'}}})
+    for probe in ('livenessProbe', 'readinessProbe'):
+        check(c[probe].get('tcpSocket') == {'port': 'metrics'} and 'httpGet' not in c[probe], '%s %s' % (probe, c[probe]))
+    endpoint = objects({'agent': {'monitor': {'endpoint': {'scheme': 'https', 'tlsConfig': {'serverName': 'vigil-agent'}}}}})[
+        ('PodMonitor', 'vigil-agent')]['spec']['podMetricsEndpoints'][0]
+    check(endpoint.get('scheme') == 'https' and endpoint.get('tlsConfig') == {'serverName': 'vigil-agent'},
+          'monitor endpoint %s' % endpoint)
+    print('webConfig: Secret mounted read-only, --web.config.file set, probes HTTPS (or TCP), scrape endpoint merged')
+
+
 def rules_and_dashboards():
     """The PrometheusRule's spec is alerts/generated/vigil.rules.yaml, the dashboards ConfigMap
     holds dashboards/generated/*.json byte for byte; a runbook base moves every link."""
@@ -144,6 +175,7 @@ def main():
     agent_config_passes_through()
     monitors()
     network_policy()
+    web_config()
     rules_and_dashboards()
     for e in errors:
         print('FAIL: ' + e)

@@ -4,7 +4,9 @@ same objects. Every object of `kubectl kustomize deploy/kubernetes/base` but the
 Secret (not the chart's business) must come out of Helm's engine with the same kind, name and
 namespace (the rules and dashboards: the release's), the same spec or data (ConfigMaps parsed),
 the same pod template spec (security context, capabilities, mounts, probes: everything), and
-kustomize's labels among Helm's.
+kustomize's labels among Helm's. The same again for the overlay agent-web-config (the agent
+behind its web config, scraped over HTTPS) against the chart's agent.webConfig and
+agent.monitor.endpoint.
 usage: helm_kustomize_compare.py"""
 import json
 import os
@@ -19,6 +21,18 @@ import podman_flags  # noqa: E402
 NOT_IN_CHART = {('Secret', 'alertmanager-vigil')}
 # The kustomize base puts the rules and dashboards in namespace vigil; the chart in the release's.
 RELEASE_NAMESPACE = 'vigil'
+SCRAPE_SECRET = 'vigil-agent-scrape'
+# The chart's values that render deploy/kubernetes/overlays/agent-web-config.
+WEB_CONFIG_VALUES = {'agent': {
+    'webConfig': {'secretName': 'vigil-agent-web'},
+    'monitor': {'endpoint': {
+        'scheme': 'https',
+        'tlsConfig': {'ca': {'secret': {'name': SCRAPE_SECRET, 'key': 'ca.crt'}},
+                      'cert': {'secret': {'name': SCRAPE_SECRET, 'key': 'tls.crt'}},
+                      'keySecret': {'name': SCRAPE_SECRET, 'key': 'tls.key'},
+                      'serverName': 'vigil-agent'},
+        'basicAuth': {'username': {'name': SCRAPE_SECRET, 'key': 'username'},
+                      'password': {'name': SCRAPE_SECRET, 'key': 'password'}}}}}}
 errors = []
 
 
@@ -61,9 +75,10 @@ def first_difference(a, b, path=''):
     return None if a == b else '%s: %r vs %r' % (path, a, b)
 
 
-def main():
-    kustomize = {(o['kind'], o['metadata']['name']): o for o in podman_flags.render('base')}
-    chart = {(o['kind'], o['metadata']['name']): o for o in podman_flags.render_chart(namespace=RELEASE_NAMESPACE)}
+def compare(target, values):
+    print('kustomize %s against the chart with %s:' % (target, json.dumps(values) if values else 'its defaults'))
+    kustomize = {(o['kind'], o['metadata']['name']): o for o in podman_flags.render(target)}
+    chart = {(o['kind'], o['metadata']['name']): o for o in podman_flags.render_chart(values, namespace=RELEASE_NAMESPACE)}
     for key, k in sorted(kustomize.items()):
         if key in NOT_IN_CHART:
             continue
@@ -83,7 +98,12 @@ def main():
             check(tmpl['metadata']['labels'].items() <= hl.items(), '%s/%s: pod labels %s not among %s' % (key + (tmpl['metadata']['labels'], hl)))
         print('%-20s %-18s %-13s same in both' % (key + (k['metadata'].get('namespace'),)))
     extra = sorted(set(chart) - set(kustomize))
-    check(not extra, 'the chart renders objects the kustomize base does not: %s' % extra)
+    check(not extra, 'the chart renders objects kustomize %s does not: %s' % (target, extra))
+
+
+def main():
+    compare('base', None)
+    compare('overlays/agent-web-config', WEB_CONFIG_VALUES)
     for e in errors:
         print('FAIL: ' + e)
     sys.exit(1 if errors else 0)

@@ -107,7 +107,7 @@ def check_render(name, objs):
 
 def main():
     checker_catches()
-    for target in ('base', 'overlays/production', 'overlays/cpu-dev'):
+    for target in ('base', 'overlays/production', 'overlays/cpu-dev', 'overlays/agent-web-config'):
         check_render('kustomize ' + target, podman_flags.render(target))
     check_render('helm defaults', podman_flags.render_chart())
     check_render('helm toggles', podman_flags.render_chart({

@@ -106,7 +106,7 @@ def main():
     validate('helm defaults', podman_flags.render_chart(), crds)
     validate('helm every toggle', podman_flags.render_chart(ALL_TOGGLES), crds)
     validate('helm agent only', podman_flags.render_chart({'worker': {'enabled': False}, 'namespaces': {'create': False}}), crds)
-    for target in ('base', 'overlays/production', 'overlays/cpu-dev'):
+    for target in ('base', 'overlays/production', 'overlays/cpu-dev', 'overlays/agent-web-config'):
         validate('kustomize ' + target, podman_flags.render(target), crds)
     for e in errors:
         print('FAIL: ' + e)

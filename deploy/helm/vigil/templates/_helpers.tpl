@@ -49,6 +49,9 @@ spec:
     - port: {{ .port }}
       path: /metrics
       interval: {{ $m.interval }}
+      {{- with $m.endpoint }}
+      {{- toYaml . | nindent 6 }}
+      {{- end }}
       relabelings:
         {{- toYaml (concat .relabelings $m.relabelings) | nindent 8 }}
 {{- end }}

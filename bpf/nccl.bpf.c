@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /* NCCL in libnccl.so.2: communicator init/abort/destroy, collectives and point-to-point (op,
  * bytes, result at enqueue) and async errors. One entry and one return program serve every entry
- * point; the uprobe's cookie says which. Failures go to a ring buffer. */
+ * point; the uprobe's cookie says which. Failures go to a ring buffer. Each communicator a
+ * process initialises is kept with its ncclUniqueId, rank and nranks, and each collective entered
+ * on it counted: the same id on every rank is what joins the ranks of one communicator
+ * (docs/correlation.md). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
@@ -37,10 +40,136 @@ struct {
 	__uint(max_entries, 64 * 1024);
 } failures SEC(".maps");
 
+/* The communicators of each process (at most NCCL_COMMS_PER_PROCESS each). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct nccl_comm_key);
+	__type(value, struct nccl_comm_val);
+} comms SEC(".maps");
+
+/* An init's unique id, rank and nranks, read at its entry (the id is gone from the stack at its
+ * return), per thread until the return; LRU so an init that never returns does not leak. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct nccl_comm_val);
+} init_args SEC(".maps");
+
+/* Arguments beyond the five registers libbpf 1.1 names, and the by-value ncclUniqueId, from the
+ * ABI (nccl.h: ncclCommInitRank(comm, nranks, ncclUniqueId commId, rank), config 5th in
+ * ncclCommInitRankConfig). x86-64 SysV: a 128-byte struct is passed in memory, on the stack
+ * above the return address, and takes no register: rank is the 3rd integer register (rdx); the
+ * 6th integer argument is r9, the 7th on the stack above the return address. AArch64 AAPCS64: a
+ * composite over 16 bytes is copied by the caller and its address passed in the next register
+ * (x2), so rank is x3; x5 and x6 are the 6th and 7th. */
+#if defined(bpf_target_x86)
+#define NCCL_ARG6(ctx) ((ctx)->r9)
+static __always_inline int read_id(struct pt_regs *ctx, struct nccl_comm_val *v)
+{
+	v->rank = (__s32)PT_REGS_PARM3(ctx);
+	return bpf_probe_read_user(v->id, sizeof(v->id), (const void *)(PT_REGS_SP(ctx) + 8));
+}
+static __always_inline __u64 arg7(struct pt_regs *ctx)
+{
+	__u64 v = 0;
+
+	bpf_probe_read_user(&v, sizeof(v), (const void *)(PT_REGS_SP(ctx) + 8));
+	return v;
+}
+#elif defined(bpf_target_arm64)
+#define NCCL_ARG6(ctx) (__PT_REGS_CAST(ctx)->regs[5])
+static __always_inline int read_id(struct pt_regs *ctx, struct nccl_comm_val *v)
+{
+	v->rank = (__s32)PT_REGS_PARM4(ctx);
+	return bpf_probe_read_user(v->id, sizeof(v->id), (const void *)PT_REGS_PARM3(ctx));
+}
+static __always_inline __u64 arg7(struct pt_regs *ctx)
+{
+	return __PT_REGS_CAST(ctx)->regs[6];
+}
+#else
+#error "nccl.bpf.c: the argument layout of this architecture is not written down"
+#endif
+
+/* The communicator a collective is called on (nccl.h), 1-based: ncclAllReduce(sendbuff,
+ * recvbuff, count, datatype, op, comm, stream) 6th; ncclAllGather(sendbuff, recvbuff,
+ * sendcount, datatype, comm, stream) 5th; ncclReduceScatter(..., recvcount, datatype, op, comm,
+ * stream) 6th; ncclBroadcast(..., count, datatype, root, comm, stream) 6th; ncclReduce(...,
+ * count, datatype, op, root, comm, stream) 7th. Send/Recv are not progress: pipeline stages
+ * call them unequally. */
+static __always_inline __u64 collective_comm(struct pt_regs *ctx, __u32 fn)
+{
+	switch (fn) {
+	case NCCL_FN_ALL_GATHER:
+		return PT_REGS_PARM5(ctx);
+	case NCCL_FN_ALL_REDUCE:
+	case NCCL_FN_REDUCE_SCATTER:
+	case NCCL_FN_BROADCAST:
+		return NCCL_ARG6(ctx);
+	case NCCL_FN_REDUCE:
+		return arg7(ctx);
+	default:
+		return 0;
+	}
+}
+
 SEC("uprobe")
 int BPF_KPROBE(nccl_enter)
 {
+	__u32 fn = bpf_get_attach_cookie(ctx);
+	__u64 handle;
+
+	if (fn == NCCL_FN_COMM_INIT_RANK || fn == NCCL_FN_COMM_INIT_RANK_CONFIG) {
+		struct nccl_comm_val v = { .nranks = (__s32)PT_REGS_PARM2(ctx) };
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+		if (!read_id(ctx, &v))
+			bpf_map_update_elem(&init_args, &tid, &v, BPF_ANY);
+	}
+	handle = collective_comm(ctx, fn);
+	if (handle) {
+		struct nccl_comm_key k = { .tgid = bpf_get_current_pid_tgid() >> 32, .handle = handle };
+		struct nccl_comm_val *c = bpf_map_lookup_elem(&comms, &k);
+
+		if (c) {
+			__sync_fetch_and_add(&c->collectives, 1);
+			c->last_enter_ns = bpf_ktime_get_ns();
+		}
+	}
 	return save_call(ctx);
+}
+
+/* Keeps the communicator an init returned in *newcomm, within the process's share of the table. */
+static __always_inline void track_comm(__u32 tgid, struct nccl_proc *p, const struct call_args *a)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct nccl_comm_val *v = bpf_map_lookup_elem(&init_args, &tid);
+	struct nccl_comm_key k = { .tgid = tgid };
+
+	if (!v || bpf_probe_read_user(&k.handle, sizeof(k.handle), (const void *)a->arg[0]) || !k.handle)
+		return;
+	if (!bpf_map_update_elem(&comms, &k, v, BPF_EXIST)) /* a handle reused: destroy not seen */
+		return;
+	if (__sync_fetch_and_add(&p->tracked_comms, 1) >= NCCL_COMMS_PER_PROCESS) {
+		__sync_fetch_and_add(&p->tracked_comms, -1);
+		__sync_fetch_and_add(&p->comms_refused, 1);
+		stat_inc(VIGIL_STAT_TABLE_FULL);
+		return;
+	}
+	if (insert_counted(&comms, &k, v, BPF_NOEXIST)) {
+		__sync_fetch_and_add(&p->tracked_comms, -1);
+		__sync_fetch_and_add(&p->comms_refused, 1);
+	}
+}
+
+static __always_inline void untrack_comm(__u32 tgid, struct nccl_proc *p, __u64 handle)
+{
+	struct nccl_comm_key k = { .tgid = tgid, .handle = handle };
+
+	if (!bpf_map_delete_elem(&comms, &k))
+		atomic_dec_above_zero(&p->tracked_comms);
 }
 
 /* ncclDataType_t sizes: int8/uint8 1, int32/uint32 4, int64/uint64 8, fp16 2, fp32 4, fp64 8,
@@ -130,6 +259,10 @@ int BPF_KRETPROBE(nccl_exit, long ret)
 	switch (fn) {
 	case NCCL_FN_COMM_INIT_RANK:
 	case NCCL_FN_COMM_INIT_RANK_CONFIG:
+		/* ncclInProgress: a non-blocking init has returned the communicator, still connecting */
+		if (!ret || ret == NCCL_IN_PROGRESS)
+			track_comm(tgid, p, a);
+		bpf_map_delete_elem(&init_args, &k.tid);
 		if (!ret) {
 			__sync_fetch_and_add(&p->communicators, 1);
 			p->last_nranks = (__s32)a->arg[1];
@@ -147,6 +280,7 @@ int BPF_KRETPROBE(nccl_exit, long ret)
 		if (!ret) /* one created before the agent attached may be destroyed */
 			atomic_dec_above_zero(&p->communicators);
 		comm_handle = a->arg[0];
+		untrack_comm(tgid, p, comm_handle);
 		break;
 	case NCCL_FN_COMM_GET_ASYNC_ERROR: {
 		__s32 async_err = 0;

@@ -1,6 +1,8 @@
 // NCCL collector: reads nccl.bpf.c's maps at scrape time. Collective calls return when the work
 // is enqueued, so these count what was asked of NCCL; a stall shows as calls that stop while
-// TCP retransmits (tcp_* series of the same pid) rise.
+// TCP retransmits (tcp_* series of the same pid) rise. Per communicator, the labels are the
+// hash of its unique id (equal on every rank), rank and nranks: the mixin compares the ranks of
+// one communicator across nodes (docs/correlation.md).
 #include "collectors/nccl_collector.h"
 
 #include <bpf/bpf.h>
@@ -10,7 +12,9 @@
 #include <set>
 
 #include "collectors/metric_builder.h"
+#include "collectors/nccl_comm_id.h"
 #include "collectors/process_labels.h"
+#include "collectors/tcp_collector.h"  // monotonic_ns
 #include "nccl.h"
 #include "probes/bpf_util.h"
 #include "probes/nccl_probe.h"
@@ -31,6 +35,8 @@ void NcclCollector::expire() const {
     if (dead.count(k.tgid)) bpf_map_delete_elem(calls_fd_, &k);
   for (const auto& k : map_keys<nccl_async_key>(async_fd_))
     if (dead.count(k.tgid)) bpf_map_delete_elem(async_fd_, &k);
+  for (const auto& k : map_keys<nccl_comm_key>(comms_fd_))
+    if (dead.count(k.tgid)) bpf_map_delete_elem(comms_fd_, &k);
 }
 
 std::vector<prometheus::MetricFamily> NcclCollector::Collect() const {
@@ -43,6 +49,18 @@ std::vector<prometheus::MetricFamily> NcclCollector::Collect() const {
   auto comms = make_family("nccl_communicators", "Communicators initialised and not yet destroyed or aborted.",
                            MetricType::Gauge);
   auto aborts = make_family("nccl_comm_aborts_total", "ncclCommAbort calls.", MetricType::Counter);
+  auto comm_calls = make_family("nccl_comm_collectives_total",
+                                "Collectives (AllReduce, AllGather, ReduceScatter, Broadcast, Reduce) entered on a "
+                                "communicator, by its id (hash of its ncclUniqueId), this process's rank and nranks.",
+                                MetricType::Counter);
+  auto comm_age = make_family("nccl_comm_last_collective_age_seconds",
+                              "Seconds since this rank last entered a collective on the communicator (NCCL "
+                              "returns at enqueue: as far as the host shows, the latest is open until the next).",
+                              MetricType::Gauge);
+  auto untracked = make_family("nccl_comms_untracked_total",
+                               "Communicators of a process not tracked per communicator: it had " +
+                                   std::to_string(NCCL_COMMS_PER_PROCESS) + " already.",
+                               MetricType::Counter);
 
   std::map<uint32_t, LabelList> labels;
   for (__u32 pid : map_keys<__u32>(procs_fd_)) {
@@ -51,6 +69,20 @@ std::vector<prometheus::MetricFamily> NcclCollector::Collect() const {
     labels[pid] = process_labels(processes_, pid, bpf_string(p.comm));
     add_sample(comms, labels[pid], static_cast<double>(p.communicators));
     add_sample(aborts, labels[pid], static_cast<double>(p.aborts));
+    add_sample(untracked, labels[pid], static_cast<double>(p.comms_refused));
+  }
+  const uint64_t now = monotonic_ns();
+  for (const auto& k : map_keys<nccl_comm_key>(comms_fd_)) {
+    nccl_comm_val v{};
+    auto it = labels.find(k.tgid);
+    if (it == labels.end() || bpf_map_lookup_elem(comms_fd_, &k, &v) != 0) continue;
+    LabelList l = it->second;
+    l.emplace_back("communicator", nccl_comm_id(v.id, sizeof v.id));
+    l.emplace_back("rank", std::to_string(v.rank));
+    l.emplace_back("nranks", std::to_string(v.nranks));
+    add_sample(comm_calls, l, static_cast<double>(v.collectives));
+    if (v.last_enter_ns && v.last_enter_ns <= now)
+      add_sample(comm_age, l, static_cast<double>(now - v.last_enter_ns) / 1e9);
   }
   std::map<std::pair<uint32_t, unsigned>, uint64_t> op_bytes;
   for (const auto& k : map_keys<nccl_call_key>(calls_fd_)) {
@@ -76,7 +108,7 @@ std::vector<prometheus::MetricFamily> NcclCollector::Collect() const {
     l.emplace_back("error", nccl_result_name(k.error));
     add_sample(async, l, static_cast<double>(n));
   }
-  return {calls, bytes, async, comms, aborts};
+  return {calls, bytes, async, comms, aborts, comm_calls, comm_age, untracked};
 }
 
 }  // namespace vigil::agent

@@ -56,7 +56,8 @@ NcclProbe::NcclProbe(const std::string& btf_path, AgentStats& stats, const std::
 }
 
 std::vector<const bpf_map*> NcclProbe::tables() const {
-  return {skel_->maps.procs, skel_->maps.calls, skel_->maps.async_errors, skel_->maps.inflight};
+  return {skel_->maps.procs,    skel_->maps.calls,     skel_->maps.async_errors,
+          skel_->maps.inflight, skel_->maps.comms,     skel_->maps.init_args};
 }
 
 NcclProbe::~NcclProbe() {
@@ -85,5 +86,6 @@ void NcclProbe::add_rings(RingReader& reader) {
 int NcclProbe::calls_fd() const { return bpf_map__fd(skel_->maps.calls); }
 int NcclProbe::async_errors_fd() const { return bpf_map__fd(skel_->maps.async_errors); }
 int NcclProbe::procs_fd() const { return bpf_map__fd(skel_->maps.procs); }
+int NcclProbe::comms_fd() const { return bpf_map__fd(skel_->maps.comms); }
 
 }  // namespace vigil::agent

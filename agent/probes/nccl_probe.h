@@ -41,6 +41,7 @@ class NcclProbe {
   int calls_fd() const;
   int async_errors_fd() const;
   int procs_fd() const;
+  int comms_fd() const;
 
  private:
   static int on_failure(void* ctx, void* data, size_t size);

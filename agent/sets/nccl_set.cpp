@@ -5,7 +5,7 @@ namespace vigil::agent {
 
 NcclSet::NcclSet(SetContext& ctx) : grace_(ctx.cfg.grace_period), probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("nccl")) {
   collector_ = std::make_shared<NcclCollector>(probe_.calls_fd(), probe_.async_errors_fd(), probe_.procs_fd(),
-                                               ctx.processes);
+                                               probe_.comms_fd(), ctx.processes);
   for (const auto& path : ctx.cfg.libraries.nccl) probe_.attach_pinned(path);
   probe_.add_rings(ctx.rings);  // last: a constructor that throws leaves no callback behind
 }

@@ -388,7 +388,7 @@ def plot_latency(rows, policy, target, capacity, path):
             for q, color in (("p50", "tab:blue"), ("p99", "tab:red")):
                 ax.plot([x for x, _ in pts], [r[f"{metric}_{q}"] * 1e3 for _, r in pts], style, color=color,
                         marker="o", label=f"{q}, target {t}")
-        if metric == "itl":
+        if metric == "itl" and target.endswith("ms"):  # auto and Nx follow the decode step: no line
             ax.axhline(float(target.rstrip("ms")), color="gray", lw=0.8, label=f"target {target}")
         ax.set_yscale("log")
         ax.set_xlabel(f"offered load (x saturation = {capacity:.2f} req/s)")
@@ -419,7 +419,8 @@ def main():
     p.add_argument("--overload", type=float, default=1.5)
     p.add_argument("--policy", default="token_budget")
     p = sub.add_parser("latency")
-    p.add_argument("--target", default="100ms", help="engine.step_latency_target of the 'on' runs")
+    p.add_argument("--target", default="100ms", help="engine.step_latency_target of the 'on' runs: auto, "
+                   "a multiple of the decode step (3x) or a duration (100ms)")
     p.add_argument("--loads", default="0.5,0.8,0.95,1.2", help="fractions of saturation, for --policy")
     p.add_argument("--policy", default="fcfs")
     p.add_argument("--policy-loads", default="0.8,0.95", help="loads of the policy table")

@@ -35,6 +35,16 @@
     retransmitStormPerSecond: 5,
     retransmitWindow: '5m',
 
+    // Which rank of a communicator the others wait for (docs/correlation.md): the ranks furthest
+    // ahead have entered no collective for this many seconds while another rank is behind them.
+    // Far above a healthy step (NCCL collectives return at enqueue, milliseconds apart) and
+    // below the collective watchdog's timeout (PyTorch's default 10 min), so it pages first.
+    rankStuckWaitSeconds: 60,
+    rankStuckFor: '1m',
+    // How far back a rank whose series are gone (process exited, node or agent down) is looked
+    // for while the others wait.
+    rankGoneWindow: '15m',
+
     allocationFailureWindow: '10m',  // longer than warningFor: one burst fires
     captureAllocationWindow: '10m',
     warningFor: '5m',

@@ -85,6 +85,50 @@ local failuresIn = import 'failures.libsonnet';
         ],
       },
       {
+        // Which rank of an NCCL communicator the others wait for (docs/correlation.md). The
+        // agent labels each rank's progress with the communicator's id (a hash of the
+        // ncclUniqueId every rank passed to its init), so ranks on different nodes join on
+        // (cluster, communicator). VigilCollectiveRankStuck completes this group.
+        name: 'vigil-nccl-rank',
+        local sel = c.agentSelector,
+        local progress = 'nccl_comm_collectives_total{%s}' % sel,
+        local head = 'max by (cluster, communicator) (%s)' % progress,
+        rules: [
+          {
+            // Ranks at the communicator's furthest progress that have entered no collective for
+            // rankStuckWaitSeconds: waiting (or the whole communicator idle), value the wait.
+            record: 'vigil:nccl_comm_rank_waiting:age_seconds',
+            expr: |||
+              nccl_comm_last_collective_age_seconds{%(sel)s} > %(t)s
+              and on (cluster, instance, pid, communicator, rank)
+              (%(progress)s == on (cluster, communicator) group_left %(head)s)
+            ||| % { sel: sel, t: c.rankStuckWaitSeconds, progress: progress, head: head },
+          },
+          {
+            // A running rank behind the furthest while others wait: value the collectives it
+            // has not entered.
+            record: 'vigil:nccl_comm_laggard:collectives_behind',
+            labels: { state: 'running' },
+            expr: |||
+              (%(head)s - on (cluster, communicator) group_right %(progress)s) > 0
+              and on (cluster, communicator) vigil:nccl_comm_rank_waiting:age_seconds
+            ||| % { head: head, progress: progress },
+          },
+          {
+            // A rank seen behind in rankGoneWindow with no series now (its process exited, its
+            // node or agent is down) while the others wait. Behind, not level: a job whose
+            // ranks exit one by one at its end leaves no rank behind.
+            record: 'vigil:nccl_comm_laggard:collectives_behind',
+            labels: { state: 'gone' },
+            expr: |||
+              (%(head)s - on (cluster, communicator) group_right last_over_time(%(progress)s[%(w)s])) > 0
+              unless on (cluster, communicator, rank) %(progress)s
+              and on (cluster, communicator) vigil:nccl_comm_rank_waiting:age_seconds
+            ||| % { head: head, progress: progress, w: c.rankGoneWindow },
+          },
+        ],
+      },
+      {
         // What Vigil costs each node, in cores: the kernel's run time of the agent's BPF programs
         // (kernel.bpf_stats_enabled, on while the agent runs) plus the agent process's own CPU.
         // A program runs in the context of whatever fired it: a uprobe's or USDT probe's run time

@@ -26,7 +26,7 @@ OVERLAY_RULES = sorted(os.path.relpath(os.path.join(os.path.dirname(c), 'prometh
                        for c in glob.glob(os.path.join(ROOT, 'deploy/kubernetes/overlays/*/alerts-config.json')))
 TESTS = ['tests/alerts/vigil_rules_test.yaml', 'tests/alerts/vigil_rules_risk_test.yaml',
          'tests/alerts/vigil_rules_cross_node_test.yaml', 'tests/alerts/vigil_rules_fleet_test.yaml',
-         'tests/alerts/vigil_rules_agent_cost_test.yaml']
+         'tests/alerts/vigil_rules_agent_cost_test.yaml', 'tests/alerts/vigil_rules_rank_stuck_test.yaml']
 errors = []
 
 

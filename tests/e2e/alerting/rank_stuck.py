@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Which rank is stuck, end to end (issue #34): four ranks on the stand-in libnccl.so.2
+(tests/agent/fake_libnccl.c: a collective completes when every rank has entered it), initialised
+with one ncclUniqueId that this test draws, ranks 0-2 through ncclCommInitRank and rank 3 through
+ncclCommInitRankConfig. The agent's view is scraped by a real Prometheus running the mixin's rules
+(windows shortened), alerting a real Alertmanager whose receivers are this test's webhook.
+  1. The communicator label of all four ranks is FNV-1a 64 of the id's 128 bytes, computed here;
+     each rank's rank and nranks are the ones it was given; 50 collectives (every position of
+     the communicator argument) count 50 on each.
+  2. The ranks run collectives; rank 2 gets SIGSTOP: VigilCollectiveRankStuck pages for rank 2
+     (its pid, state running) and no other rank, within the wait threshold + `for` + 2 scrapes
+     and evaluations (+ Alertmanager's group_wait); its description lists ranks 0, 1 and 3 as
+     waiting. SIGCONT: the alert resolves.
+  3. Rank 1 is killed: once the agent drops its series, the alert pages for rank 1 with state
+     gone (its labels from its last series), and for no other rank.
+usage: rank_stuck.py VIGIL_AGENT NCCL_RANKS"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', 'agent'))
+from harness import Agent, mapped_path, require_root, select, wait_attached  # noqa: E402
+from stack import Stack, fail, wait_until  # noqa: E402
+
+NRANKS = 4
+STOPPED, KILLED = 2, 1
+WAIT_S, FOR_S = 5, 5
+# Shortened for the test; the expressions are the shipped ones.
+RULE_OVERRIDES = {'rankStuckWaitSeconds': WAIT_S, 'rankStuckFor': '%ds' % FOR_S, 'rankGoneWindow': '2m'}
+ALERT = 'VigilCollectiveRankStuck'
+PAGE = '/page'
+# Prometheus scrapes and evaluates every second (stack.py); Alertmanager's group_wait is 1 s.
+SCRAPE_S, GROUP_WAIT_S = 1, 1
+
+
+def fnv1a64(data):
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+    return '%016x' % h
+
+
+class Rank:
+    def __init__(self, binary, rank, unique_id):
+        argv = [binary, str(rank), str(NRANKS), unique_id.hex()] + (['config'] if rank == 3 else [])
+        self.rank = rank
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        if not line.startswith('loaded pid='):
+            fail("rank %d did not start: %r" % (rank, line))
+        self.pid = self.p.pid
+
+    def send(self, line):
+        self.p.stdin.write(line + '\n')
+        self.p.stdin.flush()
+
+    def expect(self, want):
+        line = self.p.stdout.readline().strip()
+        if line != want:
+            fail("rank %d: %r, expected %r" % (self.rank, line, want))
+
+
+def page_alerts(stack, status, since):
+    return [a for t, a in stack.receiver.alerts(PAGE, ALERT, status) if t >= since]
+
+
+def check_ids(agent, ranks, unique_id):
+    want = fnv1a64(unique_id)
+    s = agent.scrape()
+    for r in ranks:
+        got = select(s, 'nccl_comm_collectives_total', pid=r.pid)
+        if len(got) != 1:
+            fail("rank %d (pid %d): %d communicator series, expected 1: %s" % (r.rank, r.pid, len(got), got))
+        labels, value = got[0]
+        print("rank %d pid %d: communicator=%s rank=%s nranks=%s collectives=%g" %
+              (r.rank, r.pid, labels['communicator'], labels['rank'], labels['nranks'], value))
+        if labels['communicator'] != want:
+            fail("rank %d: communicator %s, FNV-1a 64 of the unique id is %s" % (r.rank, labels['communicator'], want))
+        if (labels['rank'], labels['nranks'], value) != (str(r.rank), str(NRANKS), 50):
+            fail("rank %d: rank=%s nranks=%s collectives=%g, expected %d %d 50"
+                 % (r.rank, labels['rank'], labels['nranks'], value, r.rank, NRANKS))
+
+
+def wait_page(stack, since, rank, state, budget):
+    """The first page for ALERT after SINCE; it must name RANK in STATE, and no other alert."""
+    got = wait_until('%s paging for rank %d (%s)' % (ALERT, rank.rank, state),
+                     lambda: page_alerts(stack, 'firing', since), budget + 30)
+    took = time.time() - since
+    names = sorted({(a['labels'].get('rank'), a['labels'].get('state'), a['labels'].get('pid')) for a in got})
+    print("paged after %.1f s (budget %.1f s): %s" % (took, budget, names))
+    if names != [(str(rank.rank), state, str(rank.pid))]:
+        fail("the page names %s, expected rank %d (pid %d) %s only" % (names, rank.rank, rank.pid, state))
+    if took > budget:
+        fail("paged after %.1f s, more than %.1f s" % (took, budget))
+    return got[0]
+
+
+def main():
+    require_root()
+    agent_bin, ranks_bin = sys.argv[1], sys.argv[2]
+    unique_id = os.urandom(128)
+    ranks = []
+    try:
+        with Agent(agent_bin, 'probes: {tcp: false, cuda: false}\ngrace_period: 1s\n') as agent:
+            ranks = [Rank(ranks_bin, r, unique_id) for r in range(NRANKS)]
+            wait_attached(agent, 'nccl', mapped_path(ranks[0].pid, 'libnccl.so'), timeout=30)
+            for r in ranks:
+                r.send('init')
+            for r in ranks:
+                r.expect('ready')
+            for r in ranks:
+                r.send('50')
+            for r in ranks:
+                r.expect('done 50')
+            time.sleep(0.5)
+            check_ids(agent, ranks, unique_id)
+
+            scrape = [{'job_name': 'vigil-agent',
+                       'static_configs': [{'targets': ['127.0.0.1:%d' % agent.port],
+                                           'labels': {'cluster': 'e2e', 'node': 'e2e-node'}}]}]
+            with Stack(scrape, RULE_OVERRIDES) as stack:
+                wait_until('agent target up', lambda: stack.targets_up(['vigil-agent']), 30)
+                for r in ranks:
+                    r.send('loop')
+                time.sleep(WAIT_S + 2)  # running longer than the threshold: nobody is named
+                if stack.query('ALERTS{alertname="%s"}' % ALERT):
+                    fail("%s while every rank runs: %s" % (ALERT, stack.query('ALERTS{alertname="%s"}' % ALERT)))
+
+                stopped = ranks[STOPPED]
+                since = time.time()
+                os.kill(stopped.pid, signal.SIGSTOP)
+                budget = WAIT_S + FOR_S + 2 * SCRAPE_S + 2 * SCRAPE_S + GROUP_WAIT_S + 2
+                alert = wait_page(stack, since, stopped, 'running', budget)
+                desc = alert['annotations']['description']
+                print("description: " + desc)
+                for r in ranks:
+                    named = 'rank %d on e2e-node' % r.rank in desc
+                    if named != (r is not stopped):
+                        fail("description %s rank %d as waiting: %s" % ('lists' if named else 'does not list', r.rank, desc))
+
+                since = time.time()
+                os.kill(stopped.pid, signal.SIGCONT)
+                wait_until('%s resolved after SIGCONT' % ALERT, lambda: page_alerts(stack, 'resolved', since), 30)
+                print("resolved %.1f s after SIGCONT" % (time.time() - since))
+
+                killed = ranks[KILLED]
+                since = time.time()
+                killed.p.kill()
+                killed.p.wait()
+                wait_page(stack, since, killed, 'gone', WAIT_S + FOR_S + 2 * SCRAPE_S + 2 * SCRAPE_S + GROUP_WAIT_S + 4)
+    finally:
+        for r in ranks:
+            if r.p.poll() is None:
+                r.p.kill()
+                r.p.wait()
+        subprocess.run(['sh', '-c', 'rm -f /dev/shm/vigil-fake-nccl-' + unique_id[:8].hex()])
+    print("ok")
+
+
+if __name__ == '__main__':
+    main()

@@ -401,9 +401,11 @@ void Endpoint::route(const std::shared_ptr<Connection>& c, const RequestHead& he
   std::optional<bool> known = web_->basic_auth().cached(web->config.users, head.authorization);
   if (known) return *known ? dispatch(c, head) : unauthorized(c);
   c->answering();
-  net::post(auth_thread_, [this, c, head] {
+  net::post(auth_thread_, [this, c, head]() mutable {
     bool ok = web_->basic_auth().check(c->web()->config.users, head.authorization);
-    net::post(ioc_, [this, c, head, ok] {
+    // The connection moves back with the verdict: its last reference must never drop here,
+    // off the I/O thread that owns it.
+    net::post(ioc_, [this, c = std::move(c), head = std::move(head), ok] {
       if (c->stage() == Connection::Stage::kClosed) return;
       ok ? dispatch(c, head) : unauthorized(c);
     });

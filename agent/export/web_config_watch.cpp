@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 
@@ -15,6 +16,7 @@ namespace vigil::agent {
 WebConfigWatch::WebConfigWatch(std::string path, HttpStats& stats) : path_(std::move(path)), stats_(stats) {
   active_ = load(path_);
   watched_ = watched(*active_);
+  std::sort(watched_.begin(), watched_.end());
   stamps_ = stamps(watched_);
   stats_.web_config_reloaded(true);
 }
@@ -71,6 +73,8 @@ std::shared_ptr<const ActiveWebConfig> WebConfigWatch::current() {
     std::fprintf(stderr, "vigil-agent: web config %s: %s: %s; still serving the last good one\n", path_.c_str(),
                  e.key().c_str(), e.what());
   }
+  std::sort(paths.begin(), paths.end());
+  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
   if (paths != watched_) {
     watched_ = paths;
     stamps_ = stamps(watched_);

@@ -13,6 +13,7 @@
 
 #include "export/basic_auth.h"
 #include "export/tls_context.h"
+#include "export/web_config_watch.h"
 
 namespace vigil::agent {
 namespace {
@@ -160,6 +161,49 @@ TEST_F(TlsFiles, LoadsAGoodPairAndNamesTheFileThatFails) {
   EXPECT_EQ(context_error(tls), "");
   tls.cipher_suites = {"TLS_INVENTED_WITH_ROT13"};
   EXPECT_EQ(context_error(tls), "tls_server_config.cipher_suites: unknown cipher: TLS_INVENTED_WITH_ROT13");
+}
+
+TEST_F(TlsFiles, ReloadsWhenAFileChangesAndKeepsTheLastGoodConfig) {
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(path(name + ".tmp")) << text;
+    std::filesystem::rename(path(name + ".tmp"), path(name));  // replaced whole, as a Secret update
+  };
+  auto copy = [&](const std::string& from, const std::string& to) {
+    std::filesystem::copy_file(path(from), path(to + ".tmp"), std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::rename(path(to + ".tmp"), path(to));
+  };
+  copy("server.crt", "tls.crt");
+  copy("server.key", "tls.key");
+  write("web.yml", "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n");
+  HttpStats stats;
+  WebConfigWatch watch(path("web.yml"), stats);
+  auto first = watch.current();
+  ASSERT_TRUE(first->tls);
+  EXPECT_EQ(watch.current(), first) << "reloaded with nothing changed";
+
+  copy("other.key", "tls.key");  // a rotation half done: the new key, the old certificate
+  EXPECT_EQ(watch.current(), first) << "a key that does not match replaced the pair in service";
+  EXPECT_EQ(stats.web_config_reloads(false), 1u);
+  EXPECT_FALSE(stats.web_config_last_reload_ok());
+  EXPECT_EQ(watch.current(), first);
+  EXPECT_EQ(stats.web_config_reloads(false), 1u) << "retried with nothing changed since the failure";
+
+  copy("other.crt", "tls.crt");  // the rotation completed
+  auto rotated = watch.current();
+  EXPECT_NE(rotated, first);
+  EXPECT_EQ(stats.web_config_reloads(true), 2u);  // the first load and this one
+  EXPECT_TRUE(stats.web_config_last_reload_ok());
+
+  write("web.yml", "tls_server_config:\n  cert_file: tls.crt\n  key_fil: tls.key\n");
+  EXPECT_EQ(watch.current(), rotated);
+  EXPECT_EQ(stats.web_config_reloads(false), 2u);
+  write("web.yml", "basic_auth_users:\n  dave: " + std::string(kDaveHash) + "\n");
+  EXPECT_EQ(watch.current(), rotated) << "TLS turned off without a restart";
+  EXPECT_EQ(stats.web_config_reloads(false), 3u);
+  write("web.yml", "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"
+                   "basic_auth_users:\n  dave: " + std::string(kDaveHash) + "\n");
+  EXPECT_EQ(watch.current()->config.users.size(), 1u);
+  EXPECT_EQ(stats.web_config_reloads(true), 3u);
 }
 
 TEST(BasicAuthTest, LibcryptVerifiesPublishedBcryptHashes) {

@@ -2,12 +2,14 @@
 #include "probes/proc_probe.h"
 
 #include <linux/types.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
+#include "probes/pinned_state.h"
 #include "proc.h"
 #include "proc.skel.h"
 
@@ -15,33 +17,54 @@ namespace vigil::agent {
 
 void ProcProbe::SkelDeleter::operator()(proc_bpf* s) const { proc_bpf__destroy(s); }
 
-ProcProbe::ProcProbe(const std::string& btf_path, AgentStats& stats, Handler handler)
+namespace {
+
+constexpr const char* kPinnedMaps[] = {"events", "tracked", "probe_stats"};
+
+}  // namespace
+
+int ProcProbe::load(const std::string& btf_path, const std::string& pin_dir) {
+  LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
+  skel_.reset(proc_bpf__open_opts(&opts));
+  if (!skel_) throw std::runtime_error("open proc.bpf.o: " + errno_reason(errno));
+  if (!pin_dir.empty())
+    if (int err = pin_maps(skel_->obj, pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)})) return err;
+  return proc_bpf__load(skel_.get());
+}
+
+ProcProbe::ProcProbe(const std::string& btf_path, AgentStats& stats, Handler handler, const std::string& pin_dir)
     : stats_(stats), handler_(std::move(handler)) {
   for (const char* tp : {"sched_process_exec", "sched_process_exit"})
     if (!kernel_has_btf_tracepoint(btf_path, tp))
       throw std::runtime_error(std::string("tracepoint ") + tp + " missing from kernel BTF");
-  LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
-  skel_.reset(proc_bpf__open_opts(&opts));
-  if (!skel_) throw std::runtime_error("open proc.bpf.o: " + errno_reason(errno));
-  if (int err = proc_bpf__load(skel_.get())) throw std::runtime_error("load proc.bpf.o: " + errno_reason(err));
-  for (bpf_program* prog : {skel_->progs.process_exec, skel_->progs.process_exit}) {
-    Link link(bpf_program__attach(prog));
-    if (!link) {
-      stats_.attach_failure("proc", errno_reason(errno));
-      continue;
-    }
-    links_.push_back(std::move(link));
+  std::string pins = pin_dir;
+  if (int err = load(btf_path, pins)) {
+    if (pins.empty()) throw std::runtime_error("load proc.bpf.o: " + errno_reason(err));
+    std::fprintf(stderr,
+                 "vigil-agent: proc: the maps pinned in %s do not match this build (%s): not reused; "
+                 "vigil-agent --cleanup removes them\n",
+                 pins.c_str(), errno_reason(err).c_str());
+    pins.clear();
+    if ((err = load(btf_path, pins))) throw std::runtime_error("load proc.bpf.o: " + errno_reason(err));
   }
-  stats_.add_attached("proc", static_cast<int>(links_.size()));
-  stats_.add_kernel_source("proc", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
+  std::vector<const bpf_map*> shared;
+  for (const char* name : kPinnedMaps) shared.push_back(bpf_object__find_map_by_name(skel_->obj, name));
+  if (!pins.empty()) mkdir((pins + "/links").c_str(), 0700);
+  links_ = std::make_unique<PinnedLinks>("proc", pins.empty() ? "" : pins + "/links", shared);
+  for (bpf_program* prog : {skel_->progs.process_exec, skel_->progs.process_exit})
+    if (int err = links_->attach(prog)) stats_.attach_failure("proc", errno_reason(err));
+  links_->report();
+  stats_.add_attached("proc", links_->size());
+  stats_.add_kernel_source(
+      "proc", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj, links_->running()); });
   register_tables(stats_, "proc", {skel_->maps.tracked});
 }
 
 ProcProbe::~ProcProbe() {
   stats_.add_kernel_source("proc", [] { return KernelCounters{}; });
   register_tables(stats_, "proc", {skel_->maps.tracked}, true);
-  stats_.add_attached("proc", -static_cast<int>(links_.size()));
-  links_.clear();
+  stats_.add_attached("proc", -links_->size());
+  links_.reset();
 }
 
 int ProcProbe::on_event(void* ctx, void* data, size_t size) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "probes/bpf_util.h"
+#include "probes/pinned_links.h"
 #include "probes/ring_reader.h"
 #include "stats/agent_stats.h"
 
@@ -19,7 +20,10 @@ namespace vigil::agent {
 class ProcProbe {
  public:
   using Handler = std::function<void(uint32_t pid, bool exec)>;  // exec, or else exit
-  ProcProbe(const std::string& btf_path, AgentStats& stats, Handler handler);  // throws
+  // `pin_dir`: the bpffs directory its maps (the event ring included: what no agent read yet, the
+  // next one reads; what did not fit is counted as dropped) and links are pinned in ("": none).
+  ProcProbe(const std::string& btf_path, AgentStats& stats, Handler handler,
+            const std::string& pin_dir = "");  // throws
   ~ProcProbe();
   ProcProbe(const ProcProbe&) = delete;
   ProcProbe& operator=(const ProcProbe&) = delete;
@@ -31,13 +35,14 @@ class ProcProbe {
 
  private:
   static int on_event(void* ctx, void* data, size_t size);
+  int load(const std::string& btf_path, const std::string& pin_dir);  // 0 or a libbpf error
   struct SkelDeleter {
     void operator()(proc_bpf* s) const;
   };
   AgentStats& stats_;
   Handler handler_;
   std::unique_ptr<proc_bpf, SkelDeleter> skel_;
-  std::vector<Link> links_;
+  std::unique_ptr<PinnedLinks> links_;  // destroyed before the skeleton: declared after it
 };
 
 }  // namespace vigil::agent

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <exception>
 
+#include "probes/pinned_state.h"
+
 namespace vigil::agent {
 
 std::unique_ptr<ProbeSet> ProcSet::load(SetContext& ctx) {
@@ -18,7 +20,8 @@ std::unique_ptr<ProbeSet> ProcSet::load(SetContext& ctx) {
 ProcSet::ProcSet(SetContext& ctx)
     : processes_(ctx.processes),
       libraries_(ctx.libraries),
-      probe_(ctx.cfg.kernel_btf, ctx.stats, [this](uint32_t pid, bool exec) { on_event(pid, exec); }) {
+      probe_(ctx.cfg.kernel_btf, ctx.stats, [this](uint32_t pid, bool exec) { on_event(pid, exec); },
+             set_pin_dir(ctx.cfg.bpf_pin_root, "proc")) {
   // The kernel sends the exits of the processes in the table only.
   processes_.set_on_change([this](uint32_t pid, bool present) { probe_.track(pid, present); });
   libraries_.set_exec_events(true);

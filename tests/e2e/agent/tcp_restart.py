@@ -10,7 +10,9 @@ vigil_agent_table_full_total of the tcp set) may go down: the maps and the trace
 pinned, so the kernel keeps counting while no agent runs, and the next agent adopts the links
 instead of attaching a second time (which would count twice). Without pins (`--no-pins`, what the
 agent did before) the restarted agent starts the sender's count from 0.
-usage: tcp_restart.py VIGIL_AGENT [--no-pins]"""
+While no agent runs after the SIGTERM, EXECS processes are started: their exec events wait in the
+proc set's pinned ring and the next agent reads every one of them (before: a new ring, none).
+usage: tcp_restart.py VIGIL_AGENT EXEC_STORM [--no-pins]"""
 import os
 import signal
 import subprocess
@@ -22,7 +24,8 @@ from tcp_retransmits import A_ADDR, B_ADDR, LOSS_PERCENT, Namespaces, retrans_se
 
 STEP = 8 * 1024 * 1024
 PORT = 5207
-CONFIG = 'probes: {cuda: false, nccl: false, usdt: false}\ngrace_period: 5m\n'
+CONFIG = 'probes: {nccl: false, usdt: false}\ngrace_period: 5m\n'  # cuda on: the proc set loads with it
+EXECS = 2000  # about 1.5 s of process starts here; the ring holds 65,536 events
 SELF_COUNTERS = ('vigil_agent_events_total', 'vigil_agent_ringbuf_drops_total', 'vigil_agent_table_full_total')
 
 # The receiver answers one byte per STEP bytes received: the sender's step is over once every byte
@@ -58,18 +61,24 @@ def send_step(sender):
 def view(agent, pid):
     s = agent.scrape()
     out = {'retransmits': total(s, 'tcp_retransmits_total', pid=pid)}
-    for name in SELF_COUNTERS:
-        rows = select(s, name, set='tcp')
-        if len(rows) != 1:
-            fail('want one %s{set="tcp"} series, got %s' % (name, rows))
-        out[name] = rows[0][1]
+    for probe_set in ('tcp', 'proc'):
+        for name in SELF_COUNTERS:
+            rows = select(s, name, set=probe_set)
+            if len(rows) != 1:
+                fail('want one %s{set="%s"} series, got %s' % (name, probe_set, rows))
+            out['%s{set="%s"}' % (name, probe_set)] = rows[0][1]
     return out
+
+
+def ring_read(agent):
+    """Process events this agent has read from the proc set's ring."""
+    return total(agent.scrape(), 'vigil_agent_ringbuf_events_total', set='proc')
 
 
 def main():
     require_root()
-    agent_bin = sys.argv[1]
-    pins = '--no-pins' not in sys.argv[2:]
+    agent_bin, exec_storm = sys.argv[1], sys.argv[2]
+    pins = '--no-pins' not in sys.argv[3:]
     root = '/sys/fs/bpf/vigil-test-tcp-restart-%d' % os.getpid()
     args = ['--bpf-pin-root', root if pins else '']
     failures = []
@@ -102,7 +111,17 @@ def main():
                     os.unlink(agent.cfg.name)
                 send_step(sender)  # no agent runs
                 gap = retrans_segs(nets.a) - base - truth
+                if how == signal.SIGTERM:
+                    storm = subprocess.run([exec_storm, str(EXECS), '4'], check=True, capture_output=True, text=True)
                 agent = Agent(agent_bin, CONFIG, args)
+                if how == signal.SIGTERM:
+                    time.sleep(0.5)
+                    read = ring_read(agent)
+                    print('%s: exec storm while no agent ran: %s; the next agent read %d process events from '
+                          'the ring' % (name, storm.stdout.strip(), read))
+                    if read < EXECS:
+                        failures.append('%s: %d processes started while no agent ran; the next agent read %d '
+                                        'process events' % (name, EXECS, read))
                 print('%s: %d retransmits while no agent ran; the next agent ready %.2f s after the stop; its log: %s'
                       % (name, gap, time.time() - t0,
                          [l for l in agent.log_text().splitlines() if 'tcp:' in l]))

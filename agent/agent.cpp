@@ -193,6 +193,8 @@ int run_agent(const Config& cfg, const std::atomic<bool>& stop) {
     std::fprintf(stderr, "vigil-agent: web config %s: %s: %s\n", cfg.web_config_file.c_str(), e.key().c_str(), e.what());
     return 2;
   }
+  // Asked before the server starts: from then on only its I/O thread consults the watch.
+  const char* served_as = !web ? "" : web->current()->tls ? " (TLS, web config)" : " (web config)";
   agent.load_probe_sets();
   std::unique_ptr<HttpServer> http;
   try {
@@ -203,7 +205,7 @@ int run_agent(const Config& cfg, const std::atomic<bool>& stop) {
     return 1;
   }
   std::fprintf(stderr, "vigil-agent: serving /metrics, /healthz, /readyz on %s:%d%s\n", cfg.listen_host.c_str(),
-               http->port(), !web ? "" : web->current()->tls ? " (TLS, web config)" : " (web config)");
+               http->port(), served_as);
   agent.loop_starting();
   auto next = std::chrono::steady_clock::now();
   while (!stop) {

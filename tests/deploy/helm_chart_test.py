@@ -142,7 +142,11 @@ def web_config():
         ('PodMonitor', 'vigil-agent')]['spec']['podMetricsEndpoints'][0]
     check(endpoint.get('scheme') == 'https' and endpoint.get('tlsConfig') == {'serverName': 'vigil-agent'},
           'monitor endpoint %s' % endpoint)
-    print('webConfig: Secret mounted read-only, --web.config.file set, probes HTTPS (or TCP), scrape endpoint merged')
+    auth = {'type': 'Bearer', 'credentials': {'name': 'vigil-worker-api-key', 'key': 'key'}}
+    endpoint = objects({'worker': {'monitor': {'endpoint': {'authorization': auth}}}})[
+        ('ServiceMonitor', 'vigil-worker')]['spec']['endpoints'][0]
+    check(endpoint.get('authorization') == auth, 'worker monitor endpoint %s' % endpoint)
+    print('webConfig: Secret mounted read-only, --web.config.file set, probes HTTPS (or TCP), scrape endpoints merged')
 
 
 def rules_and_dashboards():

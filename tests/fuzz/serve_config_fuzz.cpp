@@ -19,7 +19,12 @@ void check_in_range(const vigil::ServeConfig& c) {
     std::abort();
   const vigil::EngineConfig& e = c.engine;
   if (e.threads < 1 || e.kv_blocks < 1 || e.kv_block_size < 1 || e.max_context < 2 || e.max_running < 1 ||
-      e.max_batched_tokens < 1 || e.max_waiting < 0 || !(e.batch_window_ms >= 0.0))
+      e.max_batched_tokens < 1 || e.max_waiting < 0 || !(e.batch_window_ms >= 0.0) || e.max_prefill_chunk < 0)
+    std::abort();
+  // A step latency target is off, a positive duration, or a multiple of the decode step in (1, 100].
+  const vigil::StepLatencyTarget& t = e.step_latency_target;
+  if (t.fixed.count() < 0 || (t.fixed.count() > 0 && t.decode_multiple != 0) ||
+      (t.decode_multiple != 0 && !(t.decode_multiple > 1.0 && t.decode_multiple <= 100.0)))
     std::abort();
   vigil::check_serve_config(c);  // a parsed config has passed it already: throwing here is a bug
 }

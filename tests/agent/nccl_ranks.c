@@ -8,6 +8,8 @@
  *   N      N collectives, each of AllReduce, AllGather, ReduceScatter, Broadcast, Reduce in turn
  *          (every position the communicator argument takes); prints "done TOTAL"
  *   loop   collectives in the same order, 5 ms apart, until killed
+ *   comms N  N more communicators of one rank each (ids: the given one with its first two bytes
+ *          xor'ed with 1..N), kept until exit; prints "comms N"
  *   exit   ncclCommDestroy, exit */
 #include <nccl.h>
 #include <stdio.h>
@@ -74,6 +76,24 @@ int main(int argc, char **argv)
 	while (fgets(line, sizeof(line), stdin)) {
 		if (!strncmp(line, "exit", 4))
 			break;
+		if (!strncmp(line, "comms ", 6)) {
+			long n = atol(line + 6);
+
+			for (long i = 1; i <= n; i++) {
+				ncclUniqueId other = id;
+				ncclComm_t c;
+
+				other.internal[0] ^= (char)(i & 0xff);
+				other.internal[1] ^= (char)(i >> 8);
+				if ((rc = ncclCommInitRank(&c, 1, other, 0)) != ncclSuccess) {
+					fprintf(stderr, "communicator %ld: %d\n", i, rc);
+					return 1;
+				}
+			}
+			printf("comms %ld\n", n);
+			fflush(stdout);
+			continue;
+		}
 		if (!strncmp(line, "loop", 4))
 			for (;; done++) {
 				one_collective(comm, done);

@@ -6,7 +6,9 @@ ncclCommInitRankConfig. The agent's view is scraped by a real Prometheus running
 (windows shortened), alerting a real Alertmanager whose receivers are this test's webhook.
   1. The communicator label of all four ranks is FNV-1a 64 of the id's 128 bytes, computed here;
      each rank's rank and nranks are the ones it was given; 50 collectives (every position of
-     the communicator argument) count 50 on each.
+     the communicator argument) count 50 on each. A fifth process creates 100 more communicators
+     than that: the agent keeps 64 of its communicators and counts the other 37 as untracked
+     (and as table-full events), the four ranks' series unchanged.
   2. The ranks run collectives; rank 2 gets SIGSTOP: VigilCollectiveRankStuck pages for rank 2
      (its pid, state running) and no other rank, within the wait threshold + `for` + 2 scrapes
      and evaluations (+ Alertmanager's group_wait); its description lists ranks 0, 1 and 3 as
@@ -26,6 +28,8 @@ from harness import Agent, mapped_path, require_root, select, wait_attached  # n
 from stack import Stack, fail, wait_until  # noqa: E402
 
 NRANKS = 4
+COMMS_PER_PROCESS = 64  # NCCL_COMMS_PER_PROCESS, bpf/nccl.h
+HOSTILE_COMMS = 100
 STOPPED, KILLED = 2, 1
 WAIT_S, FOR_S = 5, 5
 # Shortened for the test; the expressions are the shipped ones.
@@ -44,8 +48,8 @@ def fnv1a64(data):
 
 
 class Rank:
-    def __init__(self, binary, rank, unique_id):
-        argv = [binary, str(rank), str(NRANKS), unique_id.hex()] + (['config'] if rank == 3 else [])
+    def __init__(self, binary, rank, unique_id, nranks=NRANKS):
+        argv = [binary, str(rank), str(nranks), unique_id.hex()] + (['config'] if rank == 3 else [])
         self.rank = rank
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = self.p.stdout.readline()
@@ -61,6 +65,33 @@ class Rank:
         line = self.p.stdout.readline().strip()
         if line != want:
             fail("rank %d: %r, expected %r" % (self.rank, line, want))
+
+
+def check_cap(agent, binary, ranks, unique_id):
+    """A process with 1 + HOSTILE_COMMS communicators (ids of its own): COMMS_PER_PROCESS tracked,
+    the rest counted; the ranks' series as before."""
+    before = agent.scrape()
+    full_before = sum(v for _, v in select(before, 'vigil_agent_table_full_total', set='nccl'))
+    hostile = Rank(binary, 0, os.urandom(128), nranks=1)
+    try:
+        hostile.send('init')
+        hostile.expect('ready')
+        hostile.send('comms %d' % HOSTILE_COMMS)
+        hostile.expect('comms %d' % HOSTILE_COMMS)
+        time.sleep(0.5)
+        s = agent.scrape()
+        tracked = len(select(s, 'nccl_comm_collectives_total', pid=hostile.pid))
+        untracked = sum(v for _, v in select(s, 'nccl_comms_untracked_total', pid=hostile.pid))
+        full = sum(v for _, v in select(s, 'vigil_agent_table_full_total', set='nccl')) - full_before
+        print("a process with %d communicators: %d tracked, %g untracked, %g table-full events"
+              % (1 + HOSTILE_COMMS, tracked, untracked, full))
+        refused = 1 + HOSTILE_COMMS - COMMS_PER_PROCESS
+        if (tracked, untracked, full) != (COMMS_PER_PROCESS, refused, refused):
+            fail("expected %d tracked, %d untracked and table-full" % (COMMS_PER_PROCESS, refused))
+        check_ids(agent, ranks, unique_id)
+    finally:
+        hostile.p.kill()
+        hostile.p.wait()
 
 
 def page_alerts(stack, status, since):
@@ -117,6 +148,7 @@ def main():
                 r.expect('done 50')
             time.sleep(0.5)
             check_ids(agent, ranks, unique_id)
+            check_cap(agent, ranks_bin, ranks, unique_id)
 
             scrape = [{'job_name': 'vigil-agent',
                        'static_configs': [{'targets': ['127.0.0.1:%d' % agent.port],
@@ -156,7 +188,7 @@ def main():
             if r.p.poll() is None:
                 r.p.kill()
                 r.p.wait()
-        subprocess.run(['sh', '-c', 'rm -f /dev/shm/vigil-fake-nccl-' + unique_id[:8].hex()])
+        subprocess.run(['sh', '-c', 'rm -f /dev/shm/vigil-fake-nccl-*'])
     print("ok")
 
 

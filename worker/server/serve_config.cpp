@@ -1,6 +1,7 @@
 // Parses the serve YAML strictly: unknown keys and bad values name the dotted key and its line.
 #include "server/serve_config.h"
 
+#include <algorithm>
 #include <cctype>
 #include <string>
 
@@ -29,16 +30,15 @@ StepLatencyTarget step_latency_target(const std::string& k, const YAML::Node& v)
     return t;
   }
   if (!text.empty() && text.back() == 'x') {
+    // Plain decimals only: stod alone would also take "1e1", "0x10" and "inf".
     const std::string number = text.substr(0, text.size() - 1);
-    size_t used = 0;
-    double m = 0;
-    try {
-      m = std::stod(number, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (number.empty() || used != number.size() || !std::isdigit(static_cast<unsigned char>(number[0])))
-      fail(k, v, "expected a multiple of the decode step like 2x or 1.5x, got '" + text + "'");
+    const auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
+    const bool plain = !number.empty() && digit(number.front()) && digit(number.back()) &&
+                       std::count(number.begin(), number.end(), '.') <= 1 &&
+                       std::all_of(number.begin(), number.end(), [&](char c) { return digit(c) || c == '.'; }) &&
+                       number.size() <= 12;
+    if (!plain) fail(k, v, "expected a multiple of the decode step like 2x or 1.5x, got '" + text + "'");
+    const double m = std::stod(number);
     // At 1x a step with any prompt is over the target; beyond 100x the target is no limit.
     if (!(m > 1.0 && m <= 100.0))
       fail(k, v, "a multiple of the decode step must be above 1x and at most 100x, got '" + text + "'");

@@ -113,7 +113,8 @@ TEST(ServeConfig, StepLatencyTargetIsADurationAutoOrAMultipleOfTheDecodeStep) {
     const char* says;
   };
   for (const Bad& bad : {Bad{"1x", "above 1x"}, Bad{"0.5x", "above 1x"}, Bad{"101x", "at most 100x"},
-                         Bad{"x", "like 2x"}, Bad{"2.x5x", "like 2x"}, Bad{"-2x", "like 2x"}, Bad{"2 x", "like 2x"},
+                         Bad{"x", "like 2x"}, Bad{"2.x5x", "like 2x"}, Bad{"-2x", "like 2x"}, Bad{"2 x", "like 2x"}, Bad{"1e1x", "like 2x"},
+                         Bad{"0x10x", "like 2x"}, Bad{"2.x", "like 2x"},
                          Bad{"Auto", "expected auto"}, Bad{"fast", "expected auto"}, Bad{"0ms", "positive"},
                          Bad{"50us", "duration"}}) {
     auto e = error_of(std::string("engine:\n  threads: 2\n  step_latency_target: ") + bad.value + "\n");

@@ -40,7 +40,8 @@ def rule_overrides(interval, agent_gone_window=None):
     s = lambda k: '%ds' % (k * interval)  # noqa: E731
     return {'graphFailuresWindow': s(4), 'p1For': s(2), 'timeoutRiskFor': s(1),
             'correlatedTimeoutWindow': s(6), 'correlatedFor': s(1), 'agentDownFor': s(2),
-            'agentGoneWindow': agent_gone_window or s(40), 'fleetHistogramInterval': s(1)}
+            'agentGoneWindow': agent_gone_window or s(40), 'fleetHistogramInterval': s(1),
+            'rankStuckWaitSeconds': 2 * interval, 'rankStuckFor': s(1), 'rankGoneWindow': s(20)}
 
 
 class Pipeline:

@@ -43,7 +43,7 @@ def expected(faults, nodes, clusters, gpus, overrides, at):
     frag, risk = thresholds(overrides)
     names = ['fleet-%d' % k for k in range(clusters)]
     size = {c: sum(identity(i, nodes, clusters)['cluster'] == c for i in range(nodes)) for c in names}
-    n = {k: per_cluster(faults, nodes, clusters, k, at) for k in ('gpu', 'tcp', 'tcp_remote', 'down', 'gone')}
+    n = {k: per_cluster(faults, nodes, clusters, k, at) for k in ('gpu', 'tcp', 'tcp_remote', 'rank_stuck', 'down', 'gone')}
     up = {c: size[c] - n['down'].get(c, 0) - n['gone'].get(c, 0) for c in names}
     eq = lambda f: {c: ('==', f(c)) for c in names}  # noqa: E731
     some = lambda kind: {c: ('>', 0) if n[kind].get(c) else ('==', 0) for c in names}  # noqa: E731
@@ -62,9 +62,11 @@ def expected(faults, nodes, clusters, gpus, overrides, at):
         ('vigil_fleet:tcp_retransmits:rate5m', some('tcp')),
         # VigilAgentDown for each agent down or gone; nothing else files a ticket here.
         ('vigil_fleet:alerts_firing:count{priority="P2"}', eq(lambda c: n['down'].get(c, 0) + n['gone'].get(c, 0))),
-        # The fragmentation P1 lasts as long as its fault; a cluster without GPU or TCP faults pages nothing.
+        # The fragmentation and stuck-rank P1s last as long as their faults; a cluster without GPU,
+        # TCP or stuck-rank faults pages nothing.
         ('vigil_fleet:alerts_firing:count{priority="P1"}',
-         {c: ('>=', n['gpu'].get(c, 0) + n['tcp'].get(c, 0)) if any(n[k].get(c) for k in ('gpu', 'tcp', 'tcp_remote'))
+         {c: ('>=', n['gpu'].get(c, 0) + n['tcp'].get(c, 0) + n['rank_stuck'].get(c, 0))
+          if any(n[k].get(c) for k in ('gpu', 'tcp', 'tcp_remote', 'rank_stuck'))
           else ('==', 0) for c in names}),
     ], {'vigil_node:gpu_memory_fragmentation_ratio:max > %g' % frag: 'gpu', 'vigil_node:nccl_tcp_timeout_risk_ratio:max > %g' % risk: 'tcp'}
 

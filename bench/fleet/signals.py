@@ -7,7 +7,7 @@ import time
 import yaml
 
 from pipeline import ROOT, fail
-from simulate import clusters_for, identity, rank_labels
+from simulate import clusters_for, comm_members, communicator_of, identity, rank_labels
 
 PAGE, TICKET = '/page', '/ticket'
 GROUP_BY = yaml.safe_load(open(os.path.join(ROOT, 'deploy', 'alertmanager', 'alertmanager.yml')))['route']['group_by']
@@ -34,6 +34,11 @@ def expected(fault, nodes, clusters=0):
         sender = identity((fault['node'] + 1) % nodes, nodes, clusters)
         return [(PAGE, dict(proc, alertname='VigilNcclTcpCrossNodeCorrelatedTimeouts', source='nccl', kind='abort',
                             peer_node=sender['node']))]
+    if fault['kind'] == 'rank_stuck':  # the laggard's own labels (the record keeps the series')
+        members = comm_members(nodes, clusters, ids['cluster'])
+        return [(PAGE, dict(proc, job='vigil-agent', alertname='VigilCollectiveRankStuck', state='running',
+                            communicator=communicator_of(ids['cluster']), rank=str(members.index(fault['node'])),
+                            nranks=str(len(members))))]
     return [(TICKET, dict(target, job='vigil-agent', alertname='VigilAgentDown', **P2_AGENT))]
 
 

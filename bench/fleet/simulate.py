@@ -22,6 +22,9 @@ per container and program (one pod per node: every rank's share in one series). 
         uncorrelated (its own sockets are quiet) and rank 0 of node I+1 has its end toward node
         I's address stalled: the P1 VigilNcclTcpCrossNodeCorrelatedTimeouts for node I's rank with
         peer_node node I+1, nothing for node I+1
+  rank_stuck  rank 0 of node I stops one collective short while the other nodes' rank 0s, the
+        ranks of its cluster's communicator, enter their next one and wait (their latest entry
+        ages): the P1 VigilCollectiveRankStuck for node I's rank, nothing for the others
   down  the endpoint answers 503 (the agent hangs or crashes; its target stays)
   gone  the target leaves the file_sd list at once and the endpoint answers 404 GONE_AFTER_S later
         (the pod is deleted: Kubernetes removes its endpoint when it starts terminating, and the
@@ -33,7 +36,9 @@ Node I's address is 10.64.<I // 256>.<I % 256> (its agent at port 9435, the inst
 rank's `peer` is the next node's. Families that hold addresses, synthesized here for every
 node (the recorded ones name the recording host's veth pair): nccl_tcp_collective_peers (each rank's connections to the previous and the next node, from
 the node's address) and tcp_peer_stall_seconds (only the stalled ends of the tcp faults); and the
-uncorrelated abort of tcp_remote. The contract is the agent's (docs/correlation.md).
+uncorrelated abort of tcp_remote; and each cluster's communicator, of which every node's rank 0
+is the rank of the node's index in the cluster: nccl_comm_collectives_total (COLLECTIVES_PER_S)
+and nccl_comm_last_collective_age_seconds. The contract is the agent's (docs/correlation.md).
 Prints "ready port=P t0=T" once serving. usage: simulate.py --nodes N --sd-file F [--faults JSON]"""
 import argparse
 import asyncio
@@ -56,7 +61,12 @@ GPU_FAMILIES = ('gpu_', 'cuda_')  # the families the gpu fault changes; tcp_ and
 SYNTHETIC = {
     'nccl_tcp_collective_peers': 'The address pairs of the TCP connections a collective process holds.',
     'tcp_peer_stall_seconds': 'How long the connection from local_address to peer has been in RTO backoff without progress.',
+    'nccl_comm_collectives_total': 'Collectives entered on a communicator, by its id, this process\'s rank and nranks.',
+    'nccl_comm_last_collective_age_seconds': 'Seconds since this rank last entered a collective on the communicator.',
 }
+# A healthy rank's collectives: one every 100 ms, its latest entered 50 ms ago at any scrape.
+COLLECTIVES_PER_S = 10
+HEALTHY_AGE_S = 0.05
 # How long the sender's end has been stalled when the waiting rank's watchdog gives up: the
 # recorded abort came after a 9 s stall.
 STALL_AT_ABORT = 10.0
@@ -151,6 +161,16 @@ def rank_labels(node, rank):
             'container_id': hashlib.sha256(('%s/vllm' % node).encode()).hexdigest()}
 
 
+def communicator_of(cluster):
+    """The id of a cluster's communicator, as the agent labels one (16 hex digits)."""
+    return hashlib.sha256(('communicator/' + cluster).encode()).hexdigest()[:16]
+
+
+def comm_members(nodes, clusters, cluster):
+    """The nodes whose rank 0 is in CLUSTER's communicator, in rank order."""
+    return [j for j in range(nodes) if identity(j, nodes, clusters)['cluster'] == cluster]
+
+
 def sample(name, labels, value):
     return '%s{%s} %s' % (name, ','.join('%s="%s"' % (k, esc(v)) for k, v in labels.items()), value)
 
@@ -168,6 +188,8 @@ class Node:
         self.cluster, self.name, self.instance, peer = ids['cluster'], ids['node'], ids['instance'], ids['peer']
         self.address, self.peer = ids['address'], peer
         self.faults = []
+        self.comm_faults = []  # the rank_stuck faults of this node's communicator (its cluster)
+        self.comm = {}  # the communicator labels of rank 0, set by the Fleet
         self.stalls = []  # [(fault, peer address)]: rank 0's end toward it in backoff while the fault lasts
         self.ranks = [{k: rank_labels(self.name, rank)[k] for k in IDENTITY} for rank in range(max(1, gpus))]  # the agent's order
         self.collective_peers = [sample('nccl_tcp_collective_peers', dict(ident, local_address=self.address, peer=p), 1)
@@ -203,7 +225,8 @@ class Node:
                 by_family.setdefault(family_of(name, rec.types), []).append((text, scale, h, f, kind))
         self.lines = [(fam, series) for fam, series in by_family.items()]
         self.headers = {fam: '\n'.join(rec.families.get(fam, [])) for fam in by_family}
-        self.headers.update({fam: '\n'.join(rec.families.get(fam, ['# HELP %s %s' % (fam, text), '# TYPE %s gauge' % fam]))
+        self.headers.update({fam: '\n'.join(rec.families.get(fam, ['# HELP %s %s' % (fam, text), '# TYPE %s %s' % (
+                                 fam, 'counter' if fam.endswith('_total') else 'gauge')]))
                              for fam, text in SYNTHETIC.items()})
 
     def render(self, t):
@@ -237,8 +260,25 @@ class Node:
         stalls = [sample('tcp_peer_stall_seconds', dict(rank0, local_address=self.address, peer=peer),
                          repr(round(STALL_AT_ABORT + t - f['start'], 3)))
                   for f, peer in self.stalls if f['start'] <= t < f['end']]
+        progress, age = self.progress(t)
+        comm = dict(rank0, **self.comm)
         return {'nccl_tcp_collective_peers': self.collective_peers, 'tcp_peer_stall_seconds': stalls,
-                'nccl_tcp_uncorrelated_timeouts_total': aborts}
+                'nccl_tcp_uncorrelated_timeouts_total': aborts,
+                'nccl_comm_collectives_total': [sample('nccl_comm_collectives_total', comm, progress)],
+                'nccl_comm_last_collective_age_seconds': [sample('nccl_comm_last_collective_age_seconds', comm, repr(age))]}
+
+    def progress(self, t):
+        """Rank 0's collectives entered and its latest one's age at t. During a rank_stuck fault of
+        its communicator every rank stops, the faulted one a collective short and the others
+        waiting in the next; after it all go on from the same count."""
+        for f in self.comm_faults:
+            if t < f['start']:
+                continue
+            at_stop = int(COLLECTIVES_PER_S * f['start'])
+            if t < f['end']:
+                return at_stop - (f['node'] == self.i), round(t - f['start'], 3)
+            return at_stop + int(COLLECTIVES_PER_S * (t - f['end'])), HEALTHY_AGE_S
+        return int(COLLECTIVES_PER_S * t), HEALTHY_AGE_S
 
     @staticmethod
     def value(t, scale, h, f, fault):
@@ -260,6 +300,12 @@ class Fleet:
         rec = Recording(args.recordings)
         self.nodes = [Node(i, args.nodes, args.gpus, args.clusters, rec) for i in range(args.nodes)]
         self.faults = json.loads(args.faults)
+        for cluster in sorted({n.cluster for n in self.nodes}):
+            members = comm_members(args.nodes, args.clusters, cluster)
+            stuck = [f for f in self.faults if f['kind'] == 'rank_stuck' and f['node'] in members]
+            for rank, j in enumerate(members):
+                self.nodes[j].comm = {'communicator': communicator_of(cluster), 'rank': str(rank), 'nranks': str(len(members))}
+                self.nodes[j].comm_faults = stuck
         for f in self.faults:
             node = self.nodes[f['node']]
             node.faults.append(f)

@@ -2,14 +2,16 @@
 """The fleet pipeline's short check (bench/fleet, docs/scale.md): 50 simulated nodes in 4 clusters
 scraped by two vmagent shards into VictoriaMetrics, vmalert on Vigil's rules (windows scaled to
 3 s scrapes), the shipped Alertmanager routing, Prometheus beside it. Faults, one cluster each
-but fleet-0, which gets two: a fragmentation + graph failure (gpu), a TCP stall with a correlated
-abort (tcp), an abort whose stall is on the next node (tcp_remote), an agent down and one gone
-from discovery. Each page and ticket must reach its webhook with exact labels, grouped as routed,
-and resolve after its fault; anything else fails. Then the vigil-fleet records must hold the
-values the fault schedule implies, per cluster and in both engines (bench/fleet/records.py: the
-zero fallbacks give every panel data, so data alone proves nothing), every vigil-fleet target
-must agree between Prometheus and VictoriaMetrics, and every panel must return data (the other
-dashboards' empty panels listed; vigil-worker skipped: no worker in the simulation).
+but fleet-0 and fleet-1, which get two each: a fragmentation + graph failure (gpu),
+a TCP stall with a correlated abort (tcp), an abort whose stall is on the next node
+(tcp_remote), a rank of a cluster-wide communicator stuck while the others wait (rank_stuck),
+an agent down and one gone from discovery. Each page and ticket must reach its webhook with
+exact labels, grouped as routed, and resolve after its fault; anything else fails. Then the
+vigil-fleet records must hold the values the fault schedule implies, per cluster and in both
+engines (bench/fleet/records.py: the zero fallbacks give every panel data, so data alone proves
+nothing), every vigil-fleet target must agree between Prometheus and VictoriaMetrics, and every
+panel must return data (the other dashboards' empty panels listed; vigil-worker skipped: no
+worker in the simulation).
 usage: fleet_e2e.py [--nodes 50] [--break-fault]   (--break-fault: a fault that cannot page,
 to see this test fail)"""
 import argparse
@@ -37,9 +39,10 @@ def main():
     start, end = 6 * i, 20 * i
     # Node K is in cluster K * CLUSTERS // n (simulate.identity): fleet-0 the agents, fleet-1 the
     # GPU, fleet-2 the TCP stall, fleet-3 the cross-node abort (its sender, node 4n/5 + 1, too).
+    # fleet-1's communicator its stuck rank (node n/3 + 1).
     faults = [{'node': n // 10, 'kind': 'down'}, {'node': n // 6, 'kind': 'gone'},
               {'node': n // 3, 'kind': 'gpu'}, {'node': n // 2, 'kind': 'tcp'},
-              {'node': 4 * n // 5, 'kind': 'tcp_remote'}]
+              {'node': 4 * n // 5, 'kind': 'tcp_remote'}, {'node': n // 3 + 1, 'kind': 'rank_stuck'}]
     for f in faults:
         f.update(start=start, end=end)
     overrides = rule_overrides(i)

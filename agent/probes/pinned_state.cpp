@@ -61,6 +61,14 @@ int remove_tree(const std::string& path) {
   return rmdir(path.c_str()) == 0 ? removed : -errno;
 }
 
+// "v<kPinSchema>", appended rather than "v" + to_string(): GCC 12 at -O3 warns falsely on the
+// latter (-Wrestrict, GCC bug 105329), which fails Release builds.
+std::string schema_name() {
+  std::string name = "v";
+  name += std::to_string(kPinSchema);
+  return name;
+}
+
 // This agent's shared flock on ROOT/v<kPinSchema>, held until it exits (the kernel drops it at
 // any exit, SIGKILL included): while an agent of a version runs, that version's pins stay.
 int schema_lease = -1;
@@ -75,7 +83,7 @@ std::string remove_free_versions(const std::string& root) {
   while (dirent* e = readdir(d)) {
     std::string n = e->d_name;
     if (n.size() > 1 && n[0] == 'v' && n.find_first_not_of("0123456789", 1) == std::string::npos &&
-        n != "v" + std::to_string(kPinSchema))
+        n != schema_name())
       versions.push_back(n);
   }
   closedir(d);
@@ -83,11 +91,14 @@ std::string remove_free_versions(const std::string& root) {
     const std::string dir = root + "/" + v;
     int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) continue;
+    said += "; ";
+    said += v;
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-      int n = remove_tree(dir);
-      said += "; " + v + ": " + (n < 0 ? "not removed (" + errno_reason(-n) + ")" : std::to_string(n) + " pins removed, no agent of it runs");
+      const int n = remove_tree(dir);
+      said += n < 0 ? ": not removed (" : ": ";
+      said += n < 0 ? errno_reason(-n) + ")" : std::to_string(n) + " pins removed, no agent of it runs";
     } else {
-      said += "; " + v + ": kept, an agent of it runs (the next agent to start after it removes them)";
+      said += ": kept, an agent of it runs (the next agent to start after it removes them)";
     }
     close(fd);
   }
@@ -104,7 +115,7 @@ std::string make_pin_dir(const std::string& root, const std::string& set) {
   std::stringstream parts(root.substr(1));
   for (std::string part; std::getline(parts, part, '/');)
     if (!part.empty()) make_dir(path += "/" + part);
-  const std::string version = "v" + std::to_string(kPinSchema);
+  const std::string version = schema_name();
   const bool created = make_dir(path += "/" + version);
   if (!is_bpffs(path)) throw std::runtime_error(path + " is not on a bpffs mount");
   if (schema_lease < 0) {

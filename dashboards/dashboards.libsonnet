@@ -51,6 +51,8 @@ local proc = '{{node}} {{comm}}/{{pid}}';
       g.stat('Correlated collective timeouts', 'Failed collectives in the last %s with TCP in backoff, on their own node or (cross-node) on the peer\'s.' % c.correlatedTimeoutWindow,
              [t('vigil_fleet:nccl_tcp_correlated_timeouts:sum{cluster=~"$cluster"} + on (cluster) vigil_fleet:nccl_tcp_cross_node_correlated_timeouts:sum{cluster=~"$cluster"}', '{{cluster}}')],
              'short', g.thresholds('green', [[1, 'red']]), ncclLink),
+      g.stat('Stuck collectives', 'Ranks of NCCL communicators behind while the other ranks wait for them (VigilCollectiveRankStuck names each: rank, pod, node). Click a cluster for its NCCL/TCP dashboard.',
+             [t('vigil_fleet:nccl_comm_laggards:count{cluster=~"$cluster"}', '{{cluster}}')], 'short', g.thresholds('green', [[1, 'red']]), ncclLink),
       g.table('Worst nodes: GPU fragmentation', 'The 10 nodes with the most fragmented process (vigil_node:gpu_memory_fragmentation_ratio:max). Click a row for the node\'s GPU dashboard.',
               [t('topk(10, vigil_node:gpu_memory_fragmentation_ratio:max{cluster=~"$cluster"})')], 'percentunit',
               g.thresholds('green', [[0.5, 'orange'], [std.parseJson(c.fragmentationThreshold), 'red']]),

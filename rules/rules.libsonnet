@@ -126,6 +126,12 @@ local failuresIn = import 'failures.libsonnet';
               and on (cluster, communicator) vigil:nccl_comm_rank_waiting:age_seconds
             ||| % { head: head, progress: progress, w: c.rankGoneWindow },
           },
+          {
+            // The fleet overview's count of laggards per cluster (0 where none): here, after the
+            // records it reads (a record is read in its own group only).
+            record: 'vigil_fleet:nccl_comm_laggards:count',
+            expr: 'count by (cluster) (vigil:nccl_comm_laggard:collectives_behind) %s' % zeroPerCluster,
+          },
         ],
       },
       {

@@ -57,6 +57,7 @@ def expected(faults, nodes, clusters, gpus, overrides, at):
         ('vigil_fleet:gpu_memory_fragmentation_ratio:max', above('gpu', frag)),
         ('vigil_fleet:cuda_graph_launch_failures:rate5m', some('gpu')),
         ('vigil_fleet:nccl_tcp_risky_nodes:count', eq(lambda c: n['tcp'].get(c, 0))),
+        ('vigil_fleet:nccl_comm_laggards:count', eq(lambda c: n['rank_stuck'].get(c, 0))),
         ('vigil_fleet:nccl_tcp_timeout_risk_ratio:max', above('tcp', risk)),
         ('vigil_fleet:tcp_stall_seconds:max', some('tcp')),
         ('vigil_fleet:tcp_retransmits:rate5m', some('tcp')),

@@ -40,10 +40,11 @@ struct {
 	__uint(max_entries, 64 * 1024);
 } failures SEC(".maps");
 
-/* The communicators of each process (at most NCCL_COMMS_PER_PROCESS each). */
+/* The communicators of each process (at most NCCL_COMMS_PER_PROCESS each): 64 NCCL processes
+ * at the cap, far more than a node's GPUs; ~170 bytes an entry, preallocated. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, 4096);
 	__type(key, struct nccl_comm_key);
 	__type(value, struct nccl_comm_val);
 } comms SEC(".maps");

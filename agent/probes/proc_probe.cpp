@@ -49,8 +49,10 @@ ProcProbe::ProcProbe(const std::string& btf_path, AgentStats& stats, Handler han
   }
   std::vector<const bpf_map*> shared;
   for (const char* name : kPinnedMaps) shared.push_back(bpf_object__find_map_by_name(skel_->obj, name));
-  if (!pins.empty()) mkdir((pins + "/links").c_str(), 0700);
-  links_ = std::make_unique<PinnedLinks>("proc", pins.empty() ? "" : pins + "/links", shared);
+  // Links go under the set's directory even when its maps could not be reused: the previous
+  // agent's then fail the same-maps check and are replaced, not left counting into maps no one reads.
+  if (!pin_dir.empty()) mkdir((pin_dir + "/links").c_str(), 0700);
+  links_ = std::make_unique<PinnedLinks>("proc", pin_dir.empty() ? "" : pin_dir + "/links", shared);
   for (bpf_program* prog : {skel_->progs.process_exec, skel_->progs.process_exit})
     if (int err = links_->attach(prog)) stats_.attach_failure("proc", errno_reason(err));
   links_->report();

@@ -99,8 +99,10 @@ TcpProbe::TcpProbe(const std::string& btf_path, AgentStats& stats, const std::se
 
   std::vector<const bpf_map*> shared;
   for (const char* name : kPinnedMaps) shared.push_back(bpf_object__find_map_by_name(skel_->obj, name));
-  links_ = std::make_unique<PinnedLinks>("tcp", pins.empty() ? "" : pins + "/links", shared);
-  if (!pins.empty()) mkdir((pins + "/links").c_str(), 0700);
+  links_ = std::make_unique<PinnedLinks>("tcp", pin_dir.empty() ? "" : pin_dir + "/links", shared);
+  // Links go under the set's directory even when its maps could not be reused: the previous
+  // agent's then fail the same-maps check and are replaced, not left counting into maps no one reads.
+  if (!pin_dir.empty()) mkdir((pin_dir + "/links").c_str(), 0700);
   bpf_program* prog = nullptr;
   bpf_object__for_each_program(prog, skel_->obj) {
     if (!bpf_program__autoload(prog)) {

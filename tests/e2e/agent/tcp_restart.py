@@ -9,17 +9,20 @@ sender's retransmits, vigil_agent_events_total, vigil_agent_ringbuf_drops_total,
 vigil_agent_table_full_total of the tcp set) may go down: the maps and the tracepoint links are
 pinned, so the kernel keeps counting while no agent runs, and the next agent adopts the links
 instead of attaching a second time (which would count twice). Without pins (`--no-pins`, what the
-agent did before) the restarted agent starts the sender's count from 0.
+agent did before) the restarted agent starts the sender's count from 0. Last, the pinned peers map is replaced by one of another
+layout: the next agent says so, counts unpinned, and replaces the pinned links (their programs use
+the old maps) instead of leaving them running beside its own.
 While no agent runs after the SIGTERM, EXECS processes are started: their exec events wait in the
 proc set's pinned ring and the next agent reads every one of them (before: a new ring, none).
 usage: tcp_restart.py VIGIL_AGENT EXEC_STORM [--no-pins]"""
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 
-from harness import Agent, fail, remove_pins, require_root, select, total
+from harness import Agent, fail, remove_pins, require_root, select, sh, total
 from tcp_retransmits import A_ADDR, B_ADDR, LOSS_PERCENT, Namespaces, retrans_segs
 
 STEP = 8 * 1024 * 1024
@@ -73,6 +76,31 @@ def view(agent, pid):
 def ring_read(agent):
     """Process events this agent has read from the proc set's ring."""
     return total(agent.scrape(), 'vigil_agent_ringbuf_events_total', set='proc')
+
+
+def running_programs(name):
+    """How many links in the kernel run a program called NAME (bpftool's view)."""
+    progs = json.loads(sh('bpftool', '-j', 'prog', 'show').stdout)
+    ids = {p['id'] for p in progs if p.get('name') == name}
+    return sum(1 for l in json.loads(sh('bpftool', '-j', 'link', 'show').stdout) if l.get('prog_id') in ids)
+
+
+def mismatch(agent, agent_bin, args, root, failures):
+    """The pinned peers map replaced by one of another layout: the next agent cannot reuse the
+    maps, so the pinned links (whose programs use the old maps) must be replaced, not left
+    running beside its own. Returns the agent now running."""
+    agent.stop()
+    peers = os.path.join(root, 'v1', 'tcp', 'peers')
+    os.unlink(peers)
+    sh('bpftool', 'map', 'create', peers, 'type', 'hash', 'key', '4', 'value', '8', 'entries', '1', 'name', 'peers')
+    agent = Agent(agent_bin, CONFIG, args)
+    said = [l for l in agent.log_text().splitlines() if 'tcp:' in l]
+    running = running_programs('send_reset')
+    print('pinned peers of another layout: the agent said %s; links running send_reset: %d' % (said, running))
+    if not any('do not match this build' in l for l in said) or not any('8 replaced' in l for l in said) \
+            or running != 1:
+        failures.append('pinned maps of another layout: said %s, %d links run send_reset (want 1)' % (said, running))
+    return agent
 
 
 def main():
@@ -140,6 +168,8 @@ def main():
                             failures.append('%s, %s: %s went down: %d -> %d'
                                             % (name, stage, counter, last[counter], value))
                     last = now
+            if pins:
+                agent = mismatch(agent, agent_bin, args, root, failures)
         finally:
             sender.kill()
             receiver.kill()

@@ -60,7 +60,8 @@ std::shared_ptr<ssl::context> make_tls_context(const TlsServerConfig& tls) {
       const char* name = OPENSSL_cipher_name(iana.c_str());  // "(NONE)" when OpenSSL has no such suite
       if (name == nullptr || std::strcmp(name, "(NONE)") == 0)
         throw ConfigKeyError("tls_server_config.cipher_suites", 0, "unknown cipher: " + iana);
-      list += (list.empty() ? "" : ":") + std::string(name);
+      if (!list.empty()) list += ':';
+      list += name;
     }
     if (SSL_CTX_set_cipher_list(native, list.c_str()) != 1)
       throw ConfigKeyError("tls_server_config.cipher_suites", 0, "OpenSSL refused the cipher list " + list);

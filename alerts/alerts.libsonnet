@@ -281,6 +281,20 @@ local failuresIn = import '../rules/failures.libsonnet';
             'A Vigil agent BPF table is full: new entries are not recorded.',
             'Agent {{ $labels.instance }} on {{ $labels.node }}: full {{ $labels.set }} tables refused {{ $value | humanize }} inserts in %s; what they would have recorded (processes, allocations, peers) is missing on this node. vigil_agent_table_entries says which table.' % c.tableFullWindow,
           ),
+          alert(
+            // The kubelet restarts an agent whose /healthz fails past the stall limit, but not
+            // when its probes cannot (TCP probes beside a web config that requires client
+            // certificates: docs/deploy.md): then only this says the loop that attaches probes
+            // to new processes and forgets exited ones has stopped. The limit is the agent's own.
+            'VigilAgentHousekeepingStalled', 'warning', 'P2', 'agent-self',
+            |||
+              vigil_agent_housekeeping_last_tick_age_seconds{%(sel)s}
+              > vigil_agent_housekeeping_stall_limit_seconds{%(sel)s}
+            ||| % { sel: c.agentSelector },
+            c.warningFor,
+            'A Vigil agent\'s housekeeping loop has stopped.',
+            'Agent {{ $labels.instance }} on {{ $labels.node }} has completed no housekeeping tick for {{ $value | humanizeDuration }}, beyond its stall limit, for %s: processes started since are not probed and exited ones are not forgotten; its /healthz fails, so a kubelet with HTTP(S) probes would have restarted it.' % c.warningFor,
+          ),
         ],
       },
     ],

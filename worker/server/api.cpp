@@ -262,4 +262,12 @@ HttpReply Api::parse_queue_full() {
                  "", "parse_queue_full"});
 }
 
+HttpReply Api::too_many_connections(int limit) {
+  return reject(Rejection::kTooManyConnections,
+                {429, "rate_limit_error",
+                 "this client address already has " + std::to_string(limit) +
+                     " connections open (server.max_connections_per_client); reuse or close one, or retry later",
+                 "", "too_many_connections"});
+}
+
 }  // namespace vigil

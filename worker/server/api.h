@@ -66,6 +66,8 @@ class Api {
   void stop_parsing();
   // The 429 for a completion refused because the parse threads' queue was full.
   HttpReply parse_queue_full();
+  // The 429 for a request on a connection past server.max_connections_per_client (`limit`).
+  HttpReply too_many_connections(int limit);
 
   void set_retry_after(int seconds) { retry_after_seconds_ = seconds; }
   void set_access(ApiAccess access) { access_ = std::move(access); }

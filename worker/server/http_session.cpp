@@ -66,12 +66,21 @@ constexpr std::string_view kLastChunk = "0\r\n\r\n";
 }  // namespace
 
 HttpSession::HttpSession(net::ip::tcp::socket&& socket, Api& api, const ServerConfig& config, ServerState& state,
-                         bool probe_only)
-    : stream_(std::move(socket)), api_(api), config_(config), state_(state), probe_only_(probe_only) {
+                         Admission admission, std::string client)
+    : stream_(std::move(socket)),
+      api_(api),
+      config_(config),
+      state_(state),
+      admission_(admission),
+      client_(std::move(client)) {
   state_.connections.fetch_add(1);
+  if (admission_ == Admission::kServe) state_.clients.add(client_);
 }
 
-HttpSession::~HttpSession() { state_.connections.fetch_sub(1); }
+HttpSession::~HttpSession() {
+  state_.connections.fetch_sub(1);
+  if (admission_ == Admission::kServe) state_.clients.remove(client_);
+}
 
 void HttpSession::run() {
   // Start on the strand: the socket's executor is this connection's strand.
@@ -94,7 +103,10 @@ void HttpSession::do_read() {
   stream_.expires_after(first_request_ ? config_.read_timeout : config_.idle_timeout);
   http::async_read_header(stream_, buffer_, *parser_,
                           beast::bind_front_handler(&HttpSession::on_read_header, shared_from_this()));
-  if (!probe_only_) idle_ticket_ = state_.idle.add(weak_from_this());
+  // A client-limited newcomer waiting for its one request is evictable at the server's cap, but
+  // never makes room for its own address (it holds none of the address's slots).
+  if (admission_ == Admission::kServe) idle_ticket_ = state_.idle.add(weak_from_this(), client_);
+  else if (admission_ == Admission::kClientLimited) idle_ticket_ = state_.idle.add(weak_from_this(), "");
 }
 
 void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
@@ -153,14 +165,17 @@ void HttpSession::handle_request() {
   const auto arrival = CompletionJob::Clock::now();
   const auto method = req.method_string();
   const auto target = req.target();
-  if (probe_only_) {
-    keep_alive_ = false;  // free the reserved slot for the next probe
+  if (admission_ != Admission::kServe) {
+    keep_alive_ = false;  // free the slot for the next probe
     std::string_view path(target.data(), target.size());
     path = path.substr(0, path.find('?'));
-    if (path != "/health" && path != "/ready")
+    if (path != "/health" && path != "/ready") {
+      if (admission_ == Admission::kClientLimited)
+        return send(api_.too_many_connections(config_.max_connections_per_client));
       return send(error_reply({503, "server_error",
                                "the server is at its connection limit (server.max_connections); retry later", "",
                                "connection_limit"}));
+    }
   }
   if (Api::routed_off_io(std::string_view(method.data(), method.size()),
                          std::string_view(target.data(), target.size()))) {

@@ -22,11 +22,18 @@
 
 namespace vigil {
 
+// How the listener let a connection in.
+enum class Admission {
+  kServe,          // a slot of its own: any route, keep-alive
+  kProbeOnly,      // past server.max_connections: /health and /ready, anything else 503
+  kClientLimited,  // its address at server.max_connections_per_client: /health and /ready, anything else 429
+};
+
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  // probe_only: accepted beyond server.max_connections; answers /health and /ready, then closes.
+  // client: the address key (ClientConnections::key); a kServe session counts against it.
   HttpSession(boost::asio::ip::tcp::socket&& socket, Api& api, const ServerConfig& config, ServerState& state,
-              bool probe_only);
+              Admission admission, std::string client);
   ~HttpSession();
   HttpSession(const HttpSession&) = delete;
   HttpSession& operator=(const HttpSession&) = delete;
@@ -74,7 +81,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   Api& api_;
   const ServerConfig& config_;
   ServerState& state_;
-  const bool probe_only_;
+  const Admission admission_;
+  const std::string client_;
 
   std::optional<uint64_t> idle_ticket_;  // set while waiting for a request head (evictable)
   bool first_request_ = true;

@@ -3,10 +3,10 @@
 
 namespace vigil {
 
-uint64_t IdleConnections::add(std::weak_ptr<HttpSession> session) {
+uint64_t IdleConnections::add(std::weak_ptr<HttpSession> session, std::string client) {
   std::lock_guard lock(mutex_);
   const uint64_t ticket = next_ticket_++;
-  waiting_.emplace(ticket, std::move(session));
+  waiting_.emplace(ticket, Waiting{std::move(session), std::move(client)});
   return ticket;
 }
 
@@ -18,8 +18,24 @@ void IdleConnections::remove(uint64_t ticket) {
 std::shared_ptr<HttpSession> IdleConnections::take_oldest() {
   std::lock_guard lock(mutex_);
   while (!waiting_.empty()) {
-    auto session = waiting_.begin()->second.lock();
+    auto session = waiting_.begin()->second.session.lock();
     waiting_.erase(waiting_.begin());
+    if (session) return session;
+  }
+  return nullptr;
+}
+
+// A linear scan: this runs only when an address is at its limit, and the set holds at most
+// server.max_connections sessions.
+std::shared_ptr<HttpSession> IdleConnections::take_oldest_of(const std::string& client) {
+  std::lock_guard lock(mutex_);
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (it->second.client != client) {
+      ++it;
+      continue;
+    }
+    auto session = it->second.session.lock();
+    it = waiting_.erase(it);
     if (session) return session;
   }
   return nullptr;

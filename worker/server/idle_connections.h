@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 
 namespace vigil {
 
@@ -13,17 +14,24 @@ class HttpSession;
 
 class IdleConnections {
  public:
-  // Records a session that started waiting for its next request; the ticket removes it again.
-  uint64_t add(std::weak_ptr<HttpSession> session);
+  // Records a session from `client` (its address key) that started waiting for its next request;
+  // the ticket removes it again.
+  uint64_t add(std::weak_ptr<HttpSession> session, std::string client);
   // Idempotent: a ticket already taken by take_oldest() is ignored.
   void remove(uint64_t ticket);
   // The session that has waited longest and is still alive, removed from the set; null if none.
   std::shared_ptr<HttpSession> take_oldest();
+  // The same, among the sessions of one client address only.
+  std::shared_ptr<HttpSession> take_oldest_of(const std::string& client);
 
  private:
   std::mutex mutex_;  // sessions on every I/O thread's strands add and remove
   uint64_t next_ticket_ = 1;
-  std::map<uint64_t, std::weak_ptr<HttpSession>> waiting_;  // ticket order is arrival order
+  struct Waiting {
+    std::weak_ptr<HttpSession> session;
+    std::string client;
+  };
+  std::map<uint64_t, Waiting> waiting_;  // ticket order is arrival order
 };
 
 }  // namespace vigil

@@ -2,6 +2,9 @@
 // is closed to make room, so idle keep-alive clients cannot lock out new ones; with none waiting,
 // up to server.probe_connections more are accepted for /health and /ready only, so the kubelet's
 // probes are never refused for lack of a slot; past those a new connection is closed at once.
+// Before that, one address's share: at server.max_connections_per_client its own longest-idle
+// connection makes room (a pool that grew loses an idle member, not a request); with all of them
+// busy the newcomer still reads one request, answering /health and /ready and 429 to the rest.
 #include "server/listener.h"
 
 #include <cstdio>
@@ -47,15 +50,35 @@ void Listener::on_accept(beast::error_code ec, tcp::socket socket) {
   if (ec) {
     if (ec == net::error::operation_aborted) return;
     std::fprintf(stderr, "vigil-worker: accept: %s\n", ec.message().c_str());
-  } else if (state_.connections.load() < config_.max_connections || make_room()) {
-    std::make_shared<HttpSession>(std::move(socket), api_, config_, state_, false)->run();
+  } else {
+    admit(std::move(socket));
+  }
+  do_accept();
+}
+
+void Listener::admit(tcp::socket socket) {
+  beast::error_code ec;
+  const auto remote = socket.remote_endpoint(ec);
+  if (ec) return;  // already reset by the client
+  std::string client = ClientConnections::key(remote.address());
+  auto admission = Admission::kServe;
+  bool room = state_.connections.load() < config_.max_connections;
+  const int per_client = config_.max_connections_per_client;
+  if (per_client > 0 && state_.clients.count(client) >= per_client) {
+    if (make_room_for(client)) room = true;  // the slot it frees is also a slot under max_connections
+    else admission = Admission::kClientLimited;
+  }
+  // An address over its share never evicts another client's idle connection.
+  if (!room && admission == Admission::kServe) room = make_room();
+  if (room) {
+    std::make_shared<HttpSession>(std::move(socket), api_, config_, state_, admission, std::move(client))->run();
   } else if (state_.connections.load() < config_.max_connections + config_.probe_connections) {
-    std::make_shared<HttpSession>(std::move(socket), api_, config_, state_, true)->run();
+    std::make_shared<HttpSession>(std::move(socket), api_, config_, state_, Admission::kProbeOnly, std::move(client))
+        ->run();
   } else {
     beast::error_code ignored;
     socket.close(ignored);
   }
-  do_accept();
 }
 
 bool Listener::make_room() {
@@ -65,4 +88,12 @@ bool Listener::make_room() {
   return true;
 }
 
+bool Listener::make_room_for(const std::string& client) {
+  auto oldest = state_.idle.take_oldest_of(client);
+  if (!oldest) return false;
+  oldest->evict();
+  return true;
+}
+
 }  // namespace vigil
+

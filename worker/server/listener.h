@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -25,8 +26,11 @@ class Listener : public std::enable_shared_from_this<Listener> {
  private:
   void do_accept();
   void on_accept(boost::beast::error_code ec, boost::asio::ip::tcp::socket socket);
+  void admit(boost::asio::ip::tcp::socket socket);
   // Evicts the longest-idle connection; false when every connection is busy.
   bool make_room();
+  // Evicts `client`'s longest-idle connection; false when all of its connections are busy.
+  bool make_room_for(const std::string& client);
 
   boost::asio::io_context& ioc_;
   boost::asio::ip::tcp::acceptor acceptor_;

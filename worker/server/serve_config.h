@@ -22,6 +22,10 @@ struct ServerConfig {
   int max_queued_parses = 64;      // completions waiting for a parse thread; beyond it, 429
   int max_connections = 512;       // at this, the longest-idle connection makes room for a new one
   int probe_connections = 8;       // beyond max_connections, kept for /health and /ready only
+  // One client address's share of max_connections (0: no limit). Past it, the address's own
+  // longest-idle connection makes room, or its newcomer gets 429 (probes are still answered).
+  // Clients behind one proxy or ingress share its address: raise it (or 0) for such a front.
+  int max_connections_per_client = 128;
   size_t max_header_bytes = 16 * 1024;
   size_t max_body_bytes = 1024 * 1024;
   std::chrono::milliseconds read_timeout{30000};   // whole request (head and body)

@@ -3,6 +3,7 @@
 
 #include <atomic>
 
+#include "server/client_connections.h"
 #include "server/idle_connections.h"
 
 namespace vigil {
@@ -11,6 +12,7 @@ struct ServerState {
   std::atomic<bool> draining{false};  // SIGTERM seen: /ready is 503, completions are refused
   std::atomic<int> connections{0};    // open sessions, against server.max_connections
   std::atomic<int> in_flight{0};      // requests read and not yet fully answered
+  ClientConnections clients;          // open sessions per address, against max_connections_per_client
   IdleConnections idle;               // sessions waiting for a request, evictable at the cap
 };
 

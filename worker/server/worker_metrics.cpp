@@ -26,7 +26,8 @@ const Histogram::BucketBoundaries kLengthBuckets = {1, 2, 5, 10, 20, 50, 100, 20
 
 const char* rejection_name(int i) {
   static constexpr const char* kNames[kRejectionCount] = {"invalid", "too_long", "not_found",
-                                                          "queue_full", "draining", "engine_error"};
+                                                          "queue_full", "draining", "engine_error",
+                                                          "too_many_connections"};
   return kNames[i];
 }
 

@@ -19,8 +19,8 @@
 namespace vigil {
 
 // Why a request was turned away before the engine ran it (label `reason`).
-enum class Rejection { kInvalid, kTooLong, kNotFound, kQueueFull, kDraining, kEngineError };
-inline constexpr int kRejectionCount = 6;
+enum class Rejection { kInvalid, kTooLong, kNotFound, kQueueFull, kDraining, kEngineError, kTooManyConnections };
+inline constexpr int kRejectionCount = 7;
 
 class WorkerMetrics {
  public:

@@ -5,6 +5,13 @@ a client sending 1 MiB prompts in a loop, while /health is probed on fresh conne
 times, each answer within 1 s, and a streaming completion runs to [DONE]. The connections closed
 to make room must be the oldest idle ones.
 Today's binary before the fix closes every connection past the 512th, probes included.
+That part runs with server.max_connections_per_client: 0, since all 600 come from 127.0.0.1 and the
+default per-address limit (128) would otherwise make room first, before the cap is ever reached.
+
+Then the per-address limit (server.max_connections_per_client: 4): 127.0.0.2 holds 4 busy
+connections (request heads sent, bodies pending), and its fifth connection gets 429
+too_many_connections and is closed, while its /health is answered, and 127.0.0.1 is still served:
+/health and a streaming completion to [DONE].
 
 usage: connection_fairness.py VIGIL_WORKER MODEL
 """
@@ -16,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -32,8 +40,12 @@ def check(cond, what):
         failures.append(what)
 
 
-def start():
-    proc = subprocess.Popen([BINARY, "serve", "-m", MODEL, "--port", "0"], stderr=subprocess.PIPE, text=True)
+def start(config_text):
+    config = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+    config.write(config_text)
+    config.close()
+    proc = subprocess.Popen([BINARY, "serve", "-m", MODEL, "--port", "0", "--config", config.name],
+                            stderr=subprocess.PIPE, text=True)
     log = []
     for line in proc.stderr:
         log.append(line)
@@ -73,11 +85,11 @@ def closed_by_server(s):
         return True
 
 
-def probe(port):
-    """/health on a fresh connection: (status or the error, seconds)."""
+def probe(port, source="127.0.0.1"):
+    """/health on a fresh connection from `source`: (status or the error, seconds)."""
     t0 = time.monotonic()
     try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1.0)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1.0, source_address=(source, 0))
         conn.request("GET", "/health")
         status = conn.getresponse().status
         conn.close()
@@ -116,8 +128,60 @@ def flood(port, stop, answers):
             answers.append(type(e).__name__)
 
 
+def busy(port, source):
+    """A connection from `source` whose request head is sent and whose body never comes."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: vigil\r\nContent-Length: 100\r\n\r\n{")
+    return s
+
+
+def raw_reply(s):
+    """Everything the server sends on `s` until it closes it: (status, JSON body or None)."""
+    data = b""
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split()[1]) if head else 0
+    try:
+        return status, json.loads(body)
+    except ValueError:
+        return status, None
+
+
+def per_client_limit():
+    proc, port, log = start("server:\n  max_connections_per_client: 4\n")
+    try:
+        held = [busy(port, "127.0.0.2") for _ in range(4)]
+        time.sleep(0.3)  # the heads are read: the four are busy, none is idle to make room
+        fifth = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=("127.0.0.2", 0))
+        fifth.sendall(b"GET /v1/models HTTP/1.1\r\nHost: vigil\r\n\r\n")
+        status, body = raw_reply(fifth)
+        error = (body or {}).get("error") or {}
+        check(status == 429 and error.get("code") == "too_many_connections"
+              and "server.max_connections_per_client" in error.get("message", ""),
+              f"127.0.0.2's fifth connection: {status} {error.get('code')} ({error.get('message')}), then closed")
+        status, _ = probe(port, "127.0.0.2")
+        check(status == 200, f"127.0.0.2 at its limit still gets /health answered ({status})")
+        status, seconds = probe(port, "127.0.0.1")
+        check(status == 200 and seconds < 1.0, f"127.0.0.1: /health {status} in {seconds * 1e3:.1f} ms")
+        text, done = stream(port)
+        check(done, f"127.0.0.1: a streaming completion ran to [DONE] beside 127.0.0.2's limit (text {text!r})")
+        for s in held:
+            s.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+    check(rc == 0, f"drained and exited 0 (rc {rc})")
+    if failures:
+        print("worker log:\n" + "".join(log[-20:]))
+
+
 def main():
-    proc, port, log = start()
+    # Every connection below comes from 127.0.0.1: the per-address limit is off so the cap is reached.
+    proc, port, log = start("server:\n  max_connections_per_client: 0\n")
     try:
         held = [open_idle(port) for _ in range(IDLE)]
         answered = [s for s in held if s is not None]
@@ -162,6 +226,8 @@ def main():
     check(rc == 0, f"drained and exited 0 (rc {rc})")
     if failures:
         print("worker log:\n" + "".join(log[-20:]))
+    per_client_limit()
+    if failures:
         print(f"FAILED: {len(failures)} check(s)")
         return 1
     print("all checks passed")

@@ -511,6 +511,67 @@ TEST_F(HttpServerTest, AtTheCapTheOldestIdleConnectionMakesRoom) {
   EXPECT_EQ(idle[3]->request("GET", "/health").status, 200);  // the youngest of the first four kept its slot
 }
 
+// One address at server.max_connections_per_client with every connection busy: its next
+// connection answers /health but gets 429 for anything else, while another address is served.
+TEST_F(HttpServerTest, AnAddressAtItsLimitIsRefusedWhileOthersAreServed) {
+  config_.max_connections_per_client = 2;
+  start();
+  // Busy, not idle: each has sent a request head and is still sending the body.
+  std::vector<std::unique_ptr<HttpClient>> busy;
+  for (int i = 0; i < 2; ++i) {
+    busy.push_back(std::make_unique<HttpClient>(port_, "127.0.0.2"));
+    busy.back()->send_raw("POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // their heads are read
+  HttpClient third(port_, "127.0.0.2");
+  HttpResult refused = third.request("GET", "/v1/models");
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_EQ(refused.headers["connection"], "close");
+  EXPECT_EQ(refused.headers["retry-after"], "1");
+  json e = json::parse(refused.body);
+  EXPECT_EQ(e["error"]["type"], "rate_limit_error");
+  EXPECT_EQ(e["error"]["code"], "too_many_connections");
+  const std::string message = e["error"]["message"];
+  EXPECT_NE(message.find("2 connections"), std::string::npos) << message;
+  EXPECT_NE(message.find("server.max_connections_per_client"), std::string::npos) << message;
+  EXPECT_TRUE(third.at_eof());
+  HttpClient probe(port_, "127.0.0.2");
+  EXPECT_EQ(probe.request("GET", "/health").status, 200);
+  // Another address is untouched: a stream runs to the end on a keep-alive connection.
+  HttpClient other(port_, "127.0.0.1");
+  HttpResult streamed = other.request("POST", "/v1/completions", R"({"prompt":"hi","max_tokens":3,"stream":true})");
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  bool done = false;
+  sse_events(streamed.body, &done);
+  EXPECT_TRUE(done);
+  HttpResult metrics = other.request("GET", "/metrics");
+  EXPECT_NE(metrics.body.find("vigil_worker_requests_rejected_total{reason=\"too_many_connections\"} 1"),
+            std::string::npos);
+}
+
+// At its limit an address's own longest-idle keep-alive connection makes room: a client pool that
+// grew loses an idle member, not a request.
+TEST_F(HttpServerTest, AtItsLimitAnAddressLosesItsOwnOldestIdleConnection) {
+  config_.max_connections_per_client = 2;
+  start();
+  const auto settle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(200)); };
+  HttpClient stranger(port_, "127.0.0.1");  // idle longest of all, but another address's
+  ASSERT_EQ(stranger.request("GET", "/health").status, 200);
+  settle();
+  std::vector<std::unique_ptr<HttpClient>> pool;
+  for (int i = 0; i < 2; ++i) {
+    pool.push_back(std::make_unique<HttpClient>(port_, "127.0.0.2"));
+    ASSERT_EQ(pool.back()->request("GET", "/health").status, 200);
+    settle();
+  }
+  HttpClient newcomer(port_, "127.0.0.2");
+  EXPECT_EQ(newcomer.request("GET", "/v1/models").status, 200);
+  settle();
+  EXPECT_TRUE(pool[0]->at_eof());
+  EXPECT_EQ(pool[1]->request("GET", "/health").status, 200);
+  EXPECT_EQ(stranger.request("GET", "/health").status, 200);
+}
+
 // With every slot busy (nothing idle to evict), probes still get a reserved slot; other routes 503.
 TEST_F(HttpServerTest, ProbesGetReservedSlotsWhenEveryConnectionIsBusy) {
   config_.max_connections = 2;

@@ -25,8 +25,17 @@ struct HttpResult {
 
 class HttpClient {
  public:
-  explicit HttpClient(unsigned short port) {
+  // source: the IPv4 address to connect from (loopback takes any 127/8 source), as one client
+  // address of many; null: the kernel's choice (127.0.0.1).
+  explicit HttpClient(unsigned short port, const char* source = nullptr) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    if (source) {
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      if (inet_pton(AF_INET, source, &from.sin_addr) != 1 ||
+          bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0)
+        throw std::runtime_error(std::string("bind to ") + source);
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);

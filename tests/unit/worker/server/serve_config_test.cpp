@@ -42,6 +42,7 @@ server:
   drain_grace: 12s
   retry_after_seconds: 3
   probe_connections: 5
+  max_connections_per_client: 6
   parse_threads: 4
   max_queued_parses: 9
   api_key: k3y
@@ -75,6 +76,7 @@ engine:
   EXPECT_EQ(c.server.drain_grace.count(), 12000);
   EXPECT_EQ(c.server.retry_after_seconds, 3);
   EXPECT_EQ(c.server.probe_connections, 5);
+  EXPECT_EQ(c.server.max_connections_per_client, 6);
   EXPECT_EQ(c.server.parse_threads, 4);
   EXPECT_EQ(c.server.max_queued_parses, 9);
   EXPECT_EQ(c.server.access.api_key, "k3y");

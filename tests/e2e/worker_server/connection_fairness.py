@@ -136,19 +136,29 @@ def busy(port, source):
 
 
 def raw_reply(s):
-    """Everything the server sends on `s` until it closes it: (status, JSON body or None)."""
+    """One response read from `s`: (status, JSON body or None, whether the server then closed)."""
     data = b""
-    while True:
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(4096)
+        if not chunk:
+            return 0, None, True
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int((re.search(rb"(?i)\r\ncontent-length: *(\d+)", head) or [0, b"0"])[1])
+    while len(body) < length:
         chunk = s.recv(4096)
         if not chunk:
             break
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    status = int(head.split()[1]) if head else 0
+        body += chunk
+    s.settimeout(2)
     try:
-        return status, json.loads(body)
+        closed = s.recv(1) == b""
+    except OSError:
+        closed = False
+    try:
+        return int(head.split()[1]), json.loads(body), closed
     except ValueError:
-        return status, None
+        return int(head.split()[1]), None, closed
 
 
 def per_client_limit():
@@ -158,11 +168,12 @@ def per_client_limit():
         time.sleep(0.3)  # the heads are read: the four are busy, none is idle to make room
         fifth = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=("127.0.0.2", 0))
         fifth.sendall(b"GET /v1/models HTTP/1.1\r\nHost: vigil\r\n\r\n")
-        status, body = raw_reply(fifth)
+        status, body, closed = raw_reply(fifth)
         error = (body or {}).get("error") or {}
         check(status == 429 and error.get("code") == "too_many_connections"
               and "server.max_connections_per_client" in error.get("message", ""),
-              f"127.0.0.2's fifth connection: {status} {error.get('code')} ({error.get('message')}), then closed")
+              f"127.0.0.2's fifth connection: {status} {error.get('code')} ({error.get('message')})")
+        check(closed, "and then closed by the server")
         status, _ = probe(port, "127.0.0.2")
         check(status == 200, f"127.0.0.2 at its limit still gets /health answered ({status})")
         status, seconds = probe(port, "127.0.0.1")

@@ -120,6 +120,7 @@ SEC("uprobe")
 int BPF_KPROBE(nccl_enter)
 {
 	__u32 fn = bpf_get_attach_cookie(ctx);
+	struct call_key ik = { .tid = (__u32)bpf_get_current_pid_tgid(), .fn = fn };
 	__u64 handle;
 
 	if (fn == NCCL_FN_COMM_INIT_RANK || fn == NCCL_FN_COMM_INIT_RANK_CONFIG) {
@@ -130,7 +131,11 @@ int BPF_KPROBE(nccl_enter)
 			bpf_map_update_elem(&init_args, &tid, &v, BPF_ANY);
 	}
 	handle = collective_comm(ctx, fn);
-	if (handle) {
+	/* Until a restarted agent releases the previous agent's pinned links, two entry programs run
+	 * on each call, sharing the pinned inflight: the first saves the call, the second finds it
+	 * saved and does not count the collective again (a thread is in one call of a function at a
+	 * time; its return deletes the entry). */
+	if (handle && !bpf_map_lookup_elem(&inflight, &ik)) {
 		struct nccl_comm_key k = { .tgid = bpf_get_current_pid_tgid() >> 32, .handle = handle };
 		struct nccl_comm_val *c = bpf_map_lookup_elem(&comms, &k);
 

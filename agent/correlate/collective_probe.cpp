@@ -12,18 +12,43 @@
 
 #include "collective.h"
 #include "collective.skel.h"
+#include "probes/pinned_state.h"
 #include "probes/usdt_notes.h"
 
 namespace vigil::agent {
 
 void CollectiveProbe::SkelDeleter::operator()(collective_bpf* s) const { collective_bpf__destroy(s); }
 
-CollectiveProbe::CollectiveProbe(const std::string& btf_path, AgentStats& stats, OnFailure on_failure)
-    : stats_(stats), on_failure_(std::move(on_failure)), files_("collective", stats) {
+namespace {
+
+// Collective progress per process (counters, the open collective), the set's own counters, and the
+// failure ring: what no agent had read at a restart, the next one reads. USDT links cannot be
+// pinned (libbpf's have no fd): collectives begun or ended while no agent runs are not seen.
+constexpr const char* kPinnedMaps[] = {"procs", "probe_stats", "failures"};
+
+}  // namespace
+
+// With pins, libbpf reuses each pinned map whose type, sizes and flags match (CudaProbe::load).
+int CollectiveProbe::load(const std::string& btf_path, const std::string& pin_dir) {
   LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
   skel_.reset(collective_bpf__open_opts(&opts));
   if (!skel_) throw std::runtime_error("open collective.bpf.o: " + errno_reason(errno));
-  if (int err = collective_bpf__load(skel_.get())) throw std::runtime_error("load collective.bpf.o: " + errno_reason(err));
+  if (!pin_dir.empty())
+    if (int err = pin_maps(skel_->obj, pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)})) return err;
+  return collective_bpf__load(skel_.get());
+}
+
+CollectiveProbe::CollectiveProbe(const std::string& btf_path, AgentStats& stats, OnFailure on_failure,
+                                 const std::string& pin_dir)
+    : stats_(stats), on_failure_(std::move(on_failure)), files_("collective", stats) {
+  if (int err = load(btf_path, pin_dir)) {
+    if (pin_dir.empty()) throw std::runtime_error("load collective.bpf.o: " + errno_reason(err));
+    std::fprintf(stderr,
+                 "vigil-agent: collective: the maps pinned in %s do not match this build (%s): not reused, "
+                 "counting from now; vigil-agent --cleanup removes them\n",
+                 pin_dir.c_str(), errno_reason(err).c_str());
+    if ((err = load(btf_path, ""))) throw std::runtime_error("load collective.bpf.o: " + errno_reason(err));
+  }
   stats_.add_kernel_source("collective", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
   register_tables(stats_, "collective", {skel_->maps.procs});
 }

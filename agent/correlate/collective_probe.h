@@ -24,8 +24,10 @@ namespace vigil::agent {
 class CollectiveProbe {
  public:
   using OnFailure = std::function<void(const collective_failure&)>;
-  // Throws std::runtime_error when the object cannot be loaded.
-  CollectiveProbe(const std::string& btf_path, AgentStats& stats, OnFailure on_failure);
+  // Throws std::runtime_error when the object cannot be loaded. `pin_dir`: the bpffs directory its
+  // maps are pinned in and reused from ("": not pinned); its USDT links are never pinned.
+  CollectiveProbe(const std::string& btf_path, AgentStats& stats, OnFailure on_failure,
+                  const std::string& pin_dir = "");
   ~CollectiveProbe();
   CollectiveProbe(const CollectiveProbe&) = delete;
   CollectiveProbe& operator=(const CollectiveProbe&) = delete;
@@ -46,6 +48,7 @@ class CollectiveProbe {
 
  private:
   static int on_event(void* ctx, void* data, size_t size);
+  int load(const std::string& btf_path, const std::string& pin_dir);  // 0 or a libbpf error
   struct SkelDeleter {
     void operator()(collective_bpf* s) const;
   };

@@ -3,9 +3,7 @@
 // some driver versions.
 #include "probes/cuda_probe.h"
 
-#include <dirent.h>
 #include <linux/types.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -92,35 +90,6 @@ int CudaProbe::load(const std::string& btf_path, const std::string& pin_dir) {
   return cuda_bpf__load(skel_.get());
 }
 
-// This agent's links go to a directory of their own (links/<its start, boot ns>); the previous
-// agents' directories keep their links running until release_previous_links.
-void CudaProbe::adopt_links(const std::string& pin_dir) {
-  std::string root = pin_dir + "/links";
-  mkdir(root.c_str(), 0700);
-  if (DIR* d = opendir(root.c_str())) {
-    while (dirent* e = readdir(d))
-      if (e->d_name[0] != '.') previous_links_.push_back(root + "/" + e->d_name);
-    closedir(d);
-  }
-  std::string mine = root + "/" + std::to_string(boot_time_ns());
-  if (mkdir(mine.c_str(), 0700) != 0) {
-    std::fprintf(stderr, "vigil-agent: cuda: links not pinned (%s: %s)\n", mine.c_str(), errno_reason(errno).c_str());
-    return;
-  }
-  uprobes_->pin_links_in(mine);
-  if (!previous_links_.empty())
-    std::fprintf(stderr, "vigil-agent: cuda: %zu previous agents' pinned links kept running until this one has attached\n",
-                 previous_links_.size());
-}
-
-void CudaProbe::release_previous_links() {
-  for (const auto& dir : previous_links_) {
-    int n = remove_pins(dir);
-    std::fprintf(stderr, "vigil-agent: cuda: released %d pinned links of a previous agent (%s)\n", n, dir.c_str());
-  }
-  previous_links_.clear();
-}
-
 void CudaProbe::read_since() {
   const __u32 key = 0;
   __u64 since = 0;
@@ -157,7 +126,7 @@ CudaProbe::CudaProbe(const std::string& btf_path, AgentStats& stats, const std::
     if (!off.count(api_name(t.symbol))) targets.push_back(t);
   uprobes_ = std::make_unique<UprobeSet>("cuda", skel_->progs.cuda_enter, skel_->progs.cuda_exit,
                                          std::move(targets), stats_);
-  if (pinned_) adopt_links(pin_dir);
+  if (pinned_) uprobes_->adopt_pinned_links(pin_dir);
   stats_.add_kernel_source("cuda", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
   register_tables(stats_, "cuda", tables());
 }

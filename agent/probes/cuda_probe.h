@@ -40,7 +40,7 @@ class CudaProbe {
   }
   // With pins: removes the links previous agents pinned (they ran beside this one's meanwhile, so
   // no call was missed); call once this agent has attached to every mapped libcuda.
-  void release_previous_links();
+  void release_previous_links() { uprobes_->release_previous_links(); }
   // Registers the failure ring with `reader` (each failure is logged from the reader's thread).
   void add_rings(RingReader& reader);
 
@@ -56,7 +56,6 @@ class CudaProbe {
   static int on_failure(void* ctx, void* data, size_t size);
   int load(const std::string& btf_path, const std::string& pin_dir);  // 0 or a libbpf error
   void read_since();
-  void adopt_links(const std::string& pin_dir);
   std::vector<const bpf_map*> tables() const;
   struct SkelDeleter {
     void operator()(cuda_bpf* s) const;
@@ -66,7 +65,6 @@ class CudaProbe {
   std::unique_ptr<cuda_bpf, SkelDeleter> skel_;
   uint64_t since_ns_ = 0;
   bool pinned_ = false;
-  std::vector<std::string> previous_links_;  // link directories of previous agents
   std::unique_ptr<UprobeSet> uprobes_;  // links go first, then the object
 };
 

@@ -11,6 +11,7 @@
 
 #include "nccl.h"
 #include "nccl.skel.h"
+#include "probes/pinned_state.h"
 
 namespace vigil::agent {
 namespace {
@@ -21,6 +22,15 @@ const char* const kFnNames[NCCL_FN_MAX] = {
     "ncclReduce",      "ncclSend",         "ncclRecv",               "ncclCommGetAsyncError",
     "ncclCommAbort",   "ncclCommDestroy",
 };
+
+// The accounting state a restart must not lose: per-process counters, calls and async errors, the
+// communicators (id, rank, nranks, collectives entered), the set's own counters and the failure
+// ring. inflight and init_args too: the previous agent's links run beside this one's until it
+// releases them, and with one shared copy the first return program of a call consumes it (the
+// other finds nothing) and an entry counts a collective only when no other entry program has
+// saved the call (nccl.bpf.c), so nothing counts twice.
+constexpr const char* kPinnedMaps[] = {"procs",    "calls",       "async_errors", "comms",
+                                       "inflight", "init_args",   "probe_stats",  "failures"};
 
 }  // namespace
 
@@ -39,18 +49,36 @@ void NcclProbe::SkelDeleter::operator()(nccl_bpf* s) const { nccl_bpf__destroy(s
 
 std::vector<std::string> NcclProbe::names() { return {std::begin(kFnNames), std::end(kFnNames)}; }
 
-NcclProbe::NcclProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off)
-    : stats_(stats) {
+// With pins, libbpf reuses each pinned map whose type, sizes and flags match (CudaProbe::load).
+int NcclProbe::load(const std::string& btf_path, const std::string& pin_dir) {
   LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
   skel_.reset(nccl_bpf__open_opts(&opts));
   if (!skel_) throw std::runtime_error("open nccl.bpf.o: " + errno_reason(errno));
-  if (int err = nccl_bpf__load(skel_.get()))
-    throw std::runtime_error("load nccl.bpf.o: " + errno_reason(err));
+  if (!pin_dir.empty())
+    if (int err = pin_maps(skel_->obj, pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)})) return err;
+  return nccl_bpf__load(skel_.get());
+}
+
+NcclProbe::NcclProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off,
+                     const std::string& pin_dir)
+    : stats_(stats) {
+  bool pinned = !pin_dir.empty();
+  if (int err = load(btf_path, pin_dir)) {
+    if (!pinned) throw std::runtime_error("load nccl.bpf.o: " + errno_reason(err));
+    // A layout this build does not share: its numbers cannot be adopted; start from zero.
+    std::fprintf(stderr,
+                 "vigil-agent: nccl: the maps pinned in %s do not match this build (%s): not reused, "
+                 "counting from now; vigil-agent --cleanup removes them\n",
+                 pin_dir.c_str(), errno_reason(err).c_str());
+    pinned = false;
+    if ((err = load(btf_path, ""))) throw std::runtime_error("load nccl.bpf.o: " + errno_reason(err));
+  }
   std::vector<UprobeTarget> targets;
   for (unsigned fn = 0; fn < NCCL_FN_MAX; ++fn)
     if (!off.count(kFnNames[fn])) targets.push_back({kFnNames[fn], fn, false});
   uprobes_ = std::make_unique<UprobeSet>("nccl", skel_->progs.nccl_enter, skel_->progs.nccl_exit,
                                          std::move(targets), stats_);
+  if (pinned) uprobes_->adopt_pinned_links(pin_dir);
   stats_.add_kernel_source("nccl", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
   register_tables(stats_, "nccl", tables());
 }

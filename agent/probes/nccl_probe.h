@@ -20,8 +20,10 @@ namespace vigil::agent {
 
 class NcclProbe {
  public:
-  // `off`: NCCL functions not to probe (names()).
-  NcclProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off = {});  // throws std::runtime_error
+  // `off`: NCCL functions not to probe (names()). `pin_dir`: the bpffs directory its accounting
+  // maps and links are pinned in and reused from ("": not pinned).
+  NcclProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off = {},
+            const std::string& pin_dir = "");  // throws std::runtime_error
   // The NCCL functions it probes, as probes.disable names them.
   static std::vector<std::string> names();
   ~NcclProbe();
@@ -35,6 +37,9 @@ class NcclProbe {
   void release_unmapped(const std::set<UprobeSet::FileId>& mapped, std::chrono::milliseconds grace) {
     uprobes_->release_unmapped(mapped, grace);
   }
+  // With pins: removes the links previous agents pinned (UprobeSet::release_previous_links); call
+  // once this agent has attached to every mapped libnccl.
+  void release_previous_links() { uprobes_->release_previous_links(); }
   // Registers the failure ring with `reader` (each failure is logged from the reader's thread).
   void add_rings(RingReader& reader);
 
@@ -45,6 +50,7 @@ class NcclProbe {
 
  private:
   static int on_failure(void* ctx, void* data, size_t size);
+  int load(const std::string& btf_path, const std::string& pin_dir);  // 0 or a libbpf error
   std::vector<const bpf_map*> tables() const;
   struct SkelDeleter {
     void operator()(nccl_bpf* s) const;
@@ -52,7 +58,7 @@ class NcclProbe {
   AgentStats& stats_;
   LogLimiter log_limit_{50};  // the reader's thread only
   std::unique_ptr<nccl_bpf, SkelDeleter> skel_;
-  std::unique_ptr<UprobeSet> uprobes_;
+  std::unique_ptr<UprobeSet> uprobes_;  // links go first, then the object
 };
 
 // "ncclSuccess", "ncclUnhandledCudaError", ... for ncclResult_t values.

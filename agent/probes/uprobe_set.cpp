@@ -2,10 +2,13 @@
 // so a library is probed once however many processes use it, and new processes are covered.
 #include "probes/uprobe_set.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
+
+#include "probes/pinned_state.h"
 
 namespace vigil::agent {
 
@@ -63,6 +66,35 @@ int UprobeSet::attach_pinned(const std::string& path) {
   int n = attach(path, st.st_dev, st.st_ino, path);
   files_.seen({st.st_dev, st.st_ino}).first.pinned = true;
   return n;
+}
+
+void UprobeSet::adopt_pinned_links(const std::string& set_dir) {
+  std::string root = set_dir + "/links";
+  mkdir(root.c_str(), 0700);
+  if (DIR* d = opendir(root.c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') previous_links_.push_back(root + "/" + e->d_name);
+    closedir(d);
+  }
+  std::string mine = root + "/" + std::to_string(boot_time_ns());
+  if (mkdir(mine.c_str(), 0700) != 0) {
+    std::fprintf(stderr, "vigil-agent: %s: links not pinned (%s: %s)\n", set_.c_str(), mine.c_str(),
+                 errno_reason(errno).c_str());
+    return;
+  }
+  pin_dir_ = mine;
+  if (!previous_links_.empty())
+    std::fprintf(stderr, "vigil-agent: %s: %zu previous agents' pinned links kept running until this one has attached\n",
+                 set_.c_str(), previous_links_.size());
+}
+
+void UprobeSet::release_previous_links() {
+  for (const auto& dir : previous_links_) {
+    int n = remove_pins(dir);
+    std::fprintf(stderr, "vigil-agent: %s: released %d pinned links of a previous agent (%s)\n", set_.c_str(), n,
+                 dir.c_str());
+  }
+  previous_links_.clear();
 }
 
 }  // namespace vigil::agent

@@ -36,9 +36,14 @@ class UprobeSet {
 
   using FileId = FileLinks::FileId;
 
-  // Pins every link made from now on under DIR/<dev>_<inode>/<symbol>_entry|_return, so the
-  // kernel keeps running them after this object (and the agent) is gone.
-  void pin_links_in(std::string dir) { pin_dir_ = std::move(dir); }
+  // Pins every link made from now on under SET_DIR/links/<this agent's start, boot ns>/<dev>_<inode>/
+  // <symbol>_entry|_return, so the kernel keeps running them after this object (and the agent) is
+  // gone. The previous agents' directories there keep their links running until
+  // release_previous_links; their programs share the set's pinned maps with this one's.
+  void adopt_pinned_links(const std::string& set_dir);
+  // Removes the links previous agents pinned (they ran beside this one's meanwhile, so no call was
+  // missed); call once this agent has attached to every mapped library.
+  void release_previous_links();
 
   // Attaches every target in the library at PATH unless (dev, inode) is attached already;
   // returns the number of links made. Missing required symbols count as attach failures. PATH
@@ -64,6 +69,7 @@ class UprobeSet {
   AgentStats& stats_;
   FileLinks files_;
   std::string pin_dir_;
+  std::vector<std::string> previous_links_;  // link directories of previous agents
 };
 
 }  // namespace vigil::agent

@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "probes/pinned_state.h"
 #include "sets/correlation_set.h"
 
 namespace vigil::agent {
@@ -20,7 +21,8 @@ CollectiveSet::CollectiveSet(SetContext& ctx)
     : grace_(ctx.cfg.grace_period),
       correlator_(correlator_of(ctx.loaded)),
       probe_(ctx.cfg.kernel_btf, ctx.stats,
-             [this](const collective_failure& f) { correlator_.on_collective_failure(f); }) {
+             [this](const collective_failure& f) { correlator_.on_collective_failure(f); },
+             set_pin_dir(ctx.cfg.bpf_pin_root, "collective")) {
   correlator_.set_collective_procs_fd(probe_.procs_fd());
   for (const auto& path : ctx.cfg.libraries.usdt) probe_.attach(path);
   probe_.add_rings(ctx.rings);  // last: a constructor that throws leaves no callback behind

@@ -1,9 +1,13 @@
 // The NCCL set. Loaded, it has nothing to watch until a libnccl is found: that is not an error.
 #include "sets/nccl_set.h"
 
+#include "probes/pinned_state.h"
+
 namespace vigil::agent {
 
-NcclSet::NcclSet(SetContext& ctx) : grace_(ctx.cfg.grace_period), probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("nccl")) {
+NcclSet::NcclSet(SetContext& ctx)
+    : grace_(ctx.cfg.grace_period),
+      probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("nccl"), set_pin_dir(ctx.cfg.bpf_pin_root, "nccl")) {
   collector_ = std::make_shared<NcclCollector>(probe_.calls_fd(), probe_.async_errors_fd(), probe_.procs_fd(),
                                                probe_.comms_fd(), ctx.processes);
   for (const auto& path : ctx.cfg.libraries.nccl) probe_.attach_pinned(path);
@@ -18,6 +22,8 @@ void NcclSet::on_library(const LibraryHit& hit) {
 
 void NcclSet::on_full_scan(const std::vector<LibraryHit>& mapped) {
   probe_.release_unmapped(files_of_kind(mapped, LibraryKind::kNccl), grace_);
+  // As CudaSet: from the second full scan on, every mapped libnccl has this agent's probes.
+  if (++full_scans_ == 2) probe_.release_previous_links();
 }
 
 void NcclSet::expire() { collector_->expire(); }

@@ -26,6 +26,7 @@ class NcclSet : public ProbeSet {
 
  private:
   std::chrono::milliseconds grace_;
+  int full_scans_ = 0;
   NcclProbe probe_;
   std::shared_ptr<NcclCollector> collector_;
 };

@@ -41,14 +41,7 @@ int CollectiveProbe::load(const std::string& btf_path, const std::string& pin_di
 CollectiveProbe::CollectiveProbe(const std::string& btf_path, AgentStats& stats, OnFailure on_failure,
                                  const std::string& pin_dir)
     : stats_(stats), on_failure_(std::move(on_failure)), files_("collective", stats) {
-  if (int err = load(btf_path, pin_dir)) {
-    if (pin_dir.empty()) throw std::runtime_error("load collective.bpf.o: " + errno_reason(err));
-    std::fprintf(stderr,
-                 "vigil-agent: collective: the maps pinned in %s do not match this build (%s): not reused, "
-                 "counting from now; vigil-agent --cleanup removes them\n",
-                 pin_dir.c_str(), errno_reason(err).c_str());
-    if ((err = load(btf_path, ""))) throw std::runtime_error("load collective.bpf.o: " + errno_reason(err));
-  }
+  load_with_pins("collective", pin_dir, [&](const std::string& dir) { return load(btf_path, dir); });
   stats_.add_kernel_source("collective", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
   register_tables(stats_, "collective", {skel_->maps.procs});
 }

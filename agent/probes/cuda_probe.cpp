@@ -108,18 +108,8 @@ void CudaProbe::read_since() {
 CudaProbe::CudaProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off,
                      const std::string& pin_dir)
     : stats_(stats) {
-  pinned_ = !pin_dir.empty();
-  if (int err = load(btf_path, pin_dir)) {
-    if (pin_dir.empty()) throw std::runtime_error("load cuda.bpf.o: " + errno_reason(err));
-    // A layout this build does not share: its numbers cannot be adopted; start from zero, marked.
-    std::fprintf(stderr,
-                 "vigil-agent: cuda: the maps pinned in %s do not match this build (%s): not reused, "
-                 "counting from now; vigil-agent --cleanup removes them\n",
-                 pin_dir.c_str(), errno_reason(err).c_str());
-    pinned_ = false;
-    if ((err = load(btf_path, "")))
-      throw std::runtime_error("load cuda.bpf.o: " + errno_reason(err));
-  }
+  // Not pinned: counting from zero, older processes marked (read_since).
+  pinned_ = load_with_pins("cuda", pin_dir, [&](const std::string& dir) { return load(btf_path, dir); });
   read_since();
   std::vector<UprobeTarget> targets;
   for (const auto& t : cuda_targets())

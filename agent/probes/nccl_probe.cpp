@@ -62,17 +62,7 @@ int NcclProbe::load(const std::string& btf_path, const std::string& pin_dir) {
 NcclProbe::NcclProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off,
                      const std::string& pin_dir)
     : stats_(stats) {
-  bool pinned = !pin_dir.empty();
-  if (int err = load(btf_path, pin_dir)) {
-    if (!pinned) throw std::runtime_error("load nccl.bpf.o: " + errno_reason(err));
-    // A layout this build does not share: its numbers cannot be adopted; start from zero.
-    std::fprintf(stderr,
-                 "vigil-agent: nccl: the maps pinned in %s do not match this build (%s): not reused, "
-                 "counting from now; vigil-agent --cleanup removes them\n",
-                 pin_dir.c_str(), errno_reason(err).c_str());
-    pinned = false;
-    if ((err = load(btf_path, ""))) throw std::runtime_error("load nccl.bpf.o: " + errno_reason(err));
-  }
+  const bool pinned = load_with_pins("nccl", pin_dir, [&](const std::string& dir) { return load(btf_path, dir); });
   std::vector<UprobeTarget> targets;
   for (unsigned fn = 0; fn < NCCL_FN_MAX; ++fn)
     if (!off.count(kFnNames[fn])) targets.push_back({kFnNames[fn], fn, false});

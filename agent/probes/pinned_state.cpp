@@ -151,6 +151,19 @@ int pin_maps(bpf_object* obj, const std::string& dir, const std::vector<const ch
   return 0;
 }
 
+bool load_with_pins(const std::string& set, const std::string& pin_dir,
+                    const std::function<int(const std::string& pin_dir)>& load) {
+  int err = load(pin_dir);
+  if (err == 0) return !pin_dir.empty();
+  if (pin_dir.empty()) throw std::runtime_error("load " + set + ".bpf.o: " + errno_reason(err));
+  std::fprintf(stderr,
+               "vigil-agent: %s: the maps pinned in %s do not match this build (%s): not reused, "
+               "counting from now; vigil-agent --cleanup removes them\n",
+               set.c_str(), pin_dir.c_str(), errno_reason(err).c_str());
+  if ((err = load(""))) throw std::runtime_error("load " + set + ".bpf.o: " + errno_reason(err));
+  return false;
+}
+
 int remove_pins(const std::string& root) {
   struct stat st {};
   if (lstat(root.c_str(), &st) != 0) return errno == ENOENT ? 0 : -errno;

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,13 @@ std::string set_pin_dir(const std::string& root, const std::string& set);
 // checks its type, sizes and flags: a difference fails the load with -EINVAL), or pinned there.
 // 0 or a libbpf error (a name the object lacks: -ENOENT).
 int pin_maps(bpf_object* obj, const std::string& dir, const std::vector<const char*>& names);
+
+// Loads a set's object with LOAD(PIN_DIR) (0 or a libbpf error). When that fails with pins (the maps
+// pinned there do not match this build: their numbers cannot be adopted), says so in one line and
+// loads again without them. Returns whether the maps are pinned; throws std::runtime_error when a
+// load without pins fails.
+bool load_with_pins(const std::string& set, const std::string& pin_dir,
+                    const std::function<int(const std::string& pin_dir)>& load);
 
 // Removes every pin under ROOT (maps and directories of all schema versions) and ROOT itself;
 // returns the number of pins removed, or -errno. A missing ROOT removes nothing.

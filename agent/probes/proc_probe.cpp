@@ -37,16 +37,7 @@ ProcProbe::ProcProbe(const std::string& btf_path, AgentStats& stats, Handler han
   for (const char* tp : {"sched_process_exec", "sched_process_exit"})
     if (!kernel_has_btf_tracepoint(btf_path, tp))
       throw std::runtime_error(std::string("tracepoint ") + tp + " missing from kernel BTF");
-  std::string pins = pin_dir;
-  if (int err = load(btf_path, pins)) {
-    if (pins.empty()) throw std::runtime_error("load proc.bpf.o: " + errno_reason(err));
-    std::fprintf(stderr,
-                 "vigil-agent: proc: the maps pinned in %s do not match this build (%s): not reused; "
-                 "vigil-agent --cleanup removes them\n",
-                 pins.c_str(), errno_reason(err).c_str());
-    pins.clear();
-    if ((err = load(btf_path, pins))) throw std::runtime_error("load proc.bpf.o: " + errno_reason(err));
-  }
+  load_with_pins("proc", pin_dir, [&](const std::string& dir) { return load(btf_path, dir); });
   std::vector<const bpf_map*> shared;
   for (const char* name : kPinnedMaps) shared.push_back(bpf_object__find_map_by_name(skel_->obj, name));
   // Links go under the set's directory even when its maps could not be reused: the previous

@@ -84,17 +84,7 @@ int TcpProbe::load(const std::string& btf_path, const std::set<std::string>& off
 TcpProbe::TcpProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off,
                    const std::string& pin_dir)
     : stats_(stats) {
-  std::string pins = pin_dir;
-  if (int err = load(btf_path, off, pins)) {
-    if (pins.empty()) throw std::runtime_error("load tcp.bpf.o: " + errno_reason(err));
-    // A layout this build does not share: its numbers cannot be adopted; start from zero.
-    std::fprintf(stderr,
-                 "vigil-agent: tcp: the maps pinned in %s do not match this build (%s): not reused, "
-                 "counting from now; vigil-agent --cleanup removes them\n",
-                 pins.c_str(), errno_reason(err).c_str());
-    pins.clear();
-    if ((err = load(btf_path, off, pins))) throw std::runtime_error("load tcp.bpf.o: " + errno_reason(err));
-  }
+  load_with_pins("tcp", pin_dir, [&](const std::string& dir) { return load(btf_path, off, dir); });
   for (int i = 0; i < missing_; ++i) stats_.attach_failure("tcp", "tracepoint_missing");
 
   std::vector<const bpf_map*> shared;

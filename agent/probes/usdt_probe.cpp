@@ -60,14 +60,7 @@ int UsdtProbe::load(const std::string& btf_path, const std::string& pin_dir) {
 UsdtProbe::UsdtProbe(const std::string& btf_path, AgentStats& stats, std::set<std::string> off,
                      const std::string& pin_dir)
     : stats_(stats), off_(std::move(off)), files_("usdt", stats) {
-  if (int err = load(btf_path, pin_dir)) {
-    if (pin_dir.empty()) throw std::runtime_error("load usdt.bpf.o: " + errno_reason(err));
-    std::fprintf(stderr,
-                 "vigil-agent: usdt: the maps pinned in %s do not match this build (%s): not reused, "
-                 "counting from now; vigil-agent --cleanup removes them\n",
-                 pin_dir.c_str(), errno_reason(err).c_str());
-    if ((err = load(btf_path, ""))) throw std::runtime_error("load usdt.bpf.o: " + errno_reason(err));
-  }
+  load_with_pins("usdt", pin_dir, [&](const std::string& dir) { return load(btf_path, dir); });
   stats_.add_kernel_source("usdt", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
   register_tables(stats_, "usdt", {skel_->maps.allocators, skel_->maps.blocks});
 }

@@ -9,10 +9,19 @@ worker_port=${VIGIL_WORKER_PORT:-8080}
 agent_port=${VIGIL_AGENT_PORT:-9435}
 logs=$(mktemp -d /tmp/vigil-demo.XXXXXX)
 pids=()
+# The demo's agent pins its state under a root of its own, removed when the demo ends: pinned links
+# outlive an agent by design (a DaemonSet restart loses nothing), but a demo that has ended must
+# not leave probes counting on the machine, nor hand its state to the next agent on the default root.
+pin_root=/sys/fs/bpf/vigil-demo-$$
+agent_running=0
 
 cleanup() {
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if ((agent_running)); then
+    "$build/agent/vigil-agent" --cleanup --bpf-pin-root "$pin_root" >>"$logs/agent.log" 2>&1 ||
+      echo "demo: vigil-agent --cleanup --bpf-pin-root $pin_root failed (see $logs/agent.log)" >&2
+  fi
 }
 trap cleanup EXIT
 trap 'exit 0' INT TERM
@@ -34,7 +43,6 @@ start_worker() {
   wait_http "http://127.0.0.1:$worker_port/ready" "vigil-worker" "$logs/worker.log"
 }
 
-agent_running=0
 start_agent() {
   if [[ $(id -u) -ne 0 ]]; then
     # The one-shot run is a test of both programs: without the agent it has not passed.
@@ -45,7 +53,7 @@ start_agent() {
     echo "demo: vigil-agent needs root (or CAP_SYS_ADMIN and CAP_SYS_PTRACE); skipping it" >&2
     return
   fi
-  "$build/agent/vigil-agent" --listen "127.0.0.1:$agent_port" >"$logs/agent.log" 2>&1 &
+  "$build/agent/vigil-agent" --listen "127.0.0.1:$agent_port" --bpf-pin-root "$pin_root" >"$logs/agent.log" 2>&1 &
   pids+=($!)
   agent_running=1
   wait_http "http://127.0.0.1:$agent_port/readyz" "vigil-agent" "$logs/agent.log"

@@ -216,6 +216,14 @@ def wait_released(held, timeout=STOP_TIMEOUT_S):
                 time.sleep(0.1)
 
 
+def restart_pins(test, argv):
+    """(pins, root, agent args) of a restart test: its own pin root under /sys/fs/bpf, or no
+    pinned state at all with --no-pins in ARGV (the agent before #29)."""
+    pins = '--no-pins' not in argv
+    root = '/sys/fs/bpf/vigil-test-%s-%d' % (test, os.getpid())
+    return pins, root, ['--bpf-pin-root', root if pins else '']
+
+
 def remove_pins(binary, root):
     """`vigil-agent --cleanup` of the pin root ROOT; returns how many pins it removed."""
     r = sh(binary, '--cleanup', '--bpf-pin-root', root, check=False)

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from harness import Agent, fail, mapped_path, remove_pins, require_root, select, wait_attached, wait_released
+from harness import Agent, fail, mapped_path, remove_pins, restart_pins, require_root, select, wait_attached, wait_released
 
 # tcp on: the collective set loads after the correlation set, which needs it.
 CONFIG = 'probes: {cuda: false}\ndiscovery_interval: 1s\n'
@@ -92,9 +92,7 @@ def check(label, agent, ranks, done, want_id, before, failures):
 def main():
     require_root()
     agent_bin, ranks_bin = sys.argv[1], sys.argv[2]
-    pins = '--no-pins' not in sys.argv[3:]
-    root = '/sys/fs/bpf/vigil-test-nccl-restart-%d' % os.getpid()
-    args = ['--bpf-pin-root', root if pins else '']
+    pins, root, args = restart_pins('nccl-restart', sys.argv[3:])
     unique_id = os.urandom(128)
     want_id = fnv1a64(unique_id)
     failures = []

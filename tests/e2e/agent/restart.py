@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from harness import (Agent, fail, mapped_path, remove_pins, require_root, run_workload, select, total, wait_attached,
+from harness import (Agent, fail, mapped_path, remove_pins, restart_pins, require_root, run_workload, select, total, wait_attached,
                      wait_released)
 
 CONFIG = 'probes: {tcp: false, nccl: false, usdt: false}\ndiscovery_interval: 1s\n'
@@ -74,9 +74,7 @@ def stop(agent, how, held):
 def main():
     require_root()
     agent_bin, workload_bin = sys.argv[1], sys.argv[2]
-    pins = '--no-pins' not in sys.argv[3:]
-    root = '/sys/fs/bpf/vigil-test-restart-%d' % os.getpid()
-    args = ['--bpf-pin-root', root if pins else '']
+    pins, root, args = restart_pins('restart', sys.argv[3:])
     failures = []
     held = {}
     # Running before any agent: whatever it did before, no agent saw.

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from harness import Agent, fail, remove_pins, require_root, select, sh, total
+from harness import Agent, fail, remove_pins, restart_pins, require_root, select, sh, total
 from tcp_retransmits import A_ADDR, B_ADDR, LOSS_PERCENT, Namespaces, retrans_segs
 
 STEP = 8 * 1024 * 1024
@@ -106,9 +106,7 @@ def mismatch(agent, agent_bin, args, root, failures):
 def main():
     require_root()
     agent_bin, exec_storm = sys.argv[1], sys.argv[2]
-    pins = '--no-pins' not in sys.argv[3:]
-    root = '/sys/fs/bpf/vigil-test-tcp-restart-%d' % os.getpid()
-    args = ['--bpf-pin-root', root if pins else '']
+    pins, root, args = restart_pins('tcp-restart', sys.argv[3:])
     failures = []
     with Namespaces() as nets:
         receiver = subprocess.Popen(['ip', 'netns', 'exec', nets.b, sys.executable, '-c', RECEIVER],

@@ -11,7 +11,7 @@
  * take one until its link is destroyed; the agent keeps its attachments within it (FileLinks). */
 #define BPF_USDT_MAX_SPEC_CNT 1024
 #include <bpf/usdt.bpf.h>
-#include "collective.h"
+#include "collective_events.h"
 #include "probe_stats.bpf.h"
 
 struct {

@@ -6,7 +6,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
-#include "cuda.h"
+#include "cuda_events.h"
 #include "log2.bpf.h"
 #include "probe_stats.bpf.h"
 #include "atomic.bpf.h"

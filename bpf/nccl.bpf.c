@@ -9,7 +9,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
-#include "nccl.h"
+#include "nccl_events.h"
 #include "probe_stats.bpf.h"
 #include "atomic.bpf.h"
 #include "uprobe_calls.bpf.h"

@@ -9,7 +9,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
-#include "proc.h"
+#include "proc_events.h"
 #include "probe_stats.bpf.h"
 
 /* 16-byte records (8-byte header + event): 65536 events, several seconds of the fastest exec

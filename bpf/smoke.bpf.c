@@ -4,7 +4,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
-#include "smoke.h"
+#include "smoke_events.h"
 
 const volatile __u32 target_tgid = 0;
 

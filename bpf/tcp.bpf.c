@@ -7,7 +7,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_tracing.h>
-#include "tcp.h"
+#include "tcp_events.h"
 #include "probe_stats.bpf.h"
 
 #define AF_INET 2

@@ -13,7 +13,7 @@
  * take one until its link is destroyed; the agent keeps its attachments within it (FileLinks). */
 #define BPF_USDT_MAX_SPEC_CNT 1024
 #include <bpf/usdt.bpf.h>
-#include "usdt.h"
+#include "usdt_events.h"
 #include "probe_stats.bpf.h"
 
 struct block_key {

@@ -6,7 +6,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
-#include "xid.h"
+#include "xid_events.h"
 #include "probe_stats.bpf.h"
 
 const volatile __u32 dev_loc_off = 8;   /* __data_loc char[] dev */

@@ -16,9 +16,9 @@
 
 #include "collectors/metric_builder.h"
 #include "collectors/process_labels.h"
-#include "cuda.h"
+#include "cuda_events.h"
 #include "probes/bpf_util.h"
-#include "usdt.h"
+#include "usdt_events.h"
 
 namespace vigil::agent {
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "cuda.h"
+#include "cuda_events.h"
 
 namespace vigil::agent {
 

@@ -12,7 +12,7 @@
 #include <mutex>
 
 #include "collectors/group_sums.h"
-#include "cuda.h"
+#include "cuda_events.h"
 #include "discovery/process_table.h"
 
 namespace vigil::agent {

@@ -15,7 +15,7 @@
 #include "collectors/nccl_comm_id.h"
 #include "collectors/process_labels.h"
 #include "collectors/tcp_collector.h"  // monotonic_ns
-#include "nccl.h"
+#include "nccl_events.h"
 #include "probes/bpf_util.h"
 #include "probes/nccl_probe.h"
 

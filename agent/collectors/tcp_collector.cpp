@@ -14,7 +14,7 @@
 #include "collectors/metric_builder.h"
 #include "collectors/process_labels.h"
 #include "probes/bpf_util.h"
-#include "tcp.h"
+#include "tcp_events.h"
 
 namespace vigil::agent {
 namespace {

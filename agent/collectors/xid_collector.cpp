@@ -7,7 +7,7 @@
 
 #include "collectors/metric_builder.h"
 #include "probes/bpf_util.h"
-#include "xid.h"
+#include "xid_events.h"
 
 namespace vigil::agent {
 

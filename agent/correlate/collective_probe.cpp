@@ -10,7 +10,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "collective.h"
+#include "collective_events.h"
 #include "collective.skel.h"
 #include "probes/pinned_state.h"
 #include "probes/usdt_notes.h"

@@ -11,14 +11,14 @@
 #include <cstring>
 #include <set>
 
-#include "collective.h"
+#include "collective_events.h"
 #include "collectors/metric_builder.h"
 #include "collectors/process_labels.h"
 #include "collectors/tcp_collector.h"
 #include "correlate/peer_view.h"
-#include "nccl.h"
+#include "nccl_events.h"
 #include "probes/bpf_util.h"
-#include "tcp.h"
+#include "tcp_events.h"
 
 namespace vigil::agent {
 namespace {

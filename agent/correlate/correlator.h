@@ -18,7 +18,7 @@
 #include <linux/types.h>
 
 #include "discovery/process_table.h"
-#include "tcp.h"
+#include "tcp_events.h"
 
 struct collective_failure;
 

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "cuda.h"
+#include "cuda_events.h"
 #include "cuda.skel.h"
 #include "probes/cuda_result.h"
 #include "probes/pinned_state.h"

@@ -3,7 +3,7 @@
 
 #include <linux/types.h>
 
-#include "cuda.h"
+#include "cuda_events.h"
 
 namespace vigil::agent {
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "nccl.h"
+#include "nccl_events.h"
 #include "nccl.skel.h"
 #include "probes/pinned_state.h"
 

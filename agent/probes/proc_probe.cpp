@@ -10,7 +10,7 @@
 #include <stdexcept>
 
 #include "probes/pinned_state.h"
-#include "proc.h"
+#include "proc_events.h"
 #include "proc.skel.h"
 
 namespace vigil::agent {

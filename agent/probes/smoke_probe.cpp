@@ -8,7 +8,7 @@
 #include <cstring>
 #include <memory>
 
-#include "smoke.h"
+#include "smoke_events.h"
 #include "smoke.skel.h"
 
 namespace vigil::agent {

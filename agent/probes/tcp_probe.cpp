@@ -12,7 +12,7 @@
 #include <stdexcept>
 
 #include "probes/pinned_state.h"
-#include "tcp.h"
+#include "tcp_events.h"
 #include "tcp.skel.h"
 
 namespace vigil::agent {

@@ -13,7 +13,7 @@
 
 #include "probes/pinned_state.h"
 #include "probes/usdt_notes.h"
-#include "usdt.h"
+#include "usdt_events.h"
 #include "usdt.skel.h"
 
 namespace vigil::agent {

@@ -11,7 +11,7 @@
 #include <stdexcept>
 
 #include "probes/tracepoint_format.h"
-#include "xid.h"
+#include "xid_events.h"
 #include "xid.skel.h"
 
 namespace vigil::agent {

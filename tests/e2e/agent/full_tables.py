@@ -16,7 +16,7 @@ import time
 from harness import Agent, exit_workload, fail, mapped_path, require_root, run_workload, total, wait_attached
 
 LIVE_TABLE = 262144      # bpf/cuda.bpf.c, live
-PER_PROCESS = 131072     # bpf/cuda.h, CUDA_LIVE_ENTRIES_PER_PROCESS
+PER_PROCESS = 131072     # bpf/cuda_events.h, CUDA_LIVE_ENTRIES_PER_PROCESS
 HOLD = 300000
 
 

@@ -28,7 +28,7 @@ from harness import Agent, mapped_path, require_root, select, wait_attached  # n
 from stack import Stack, fail, wait_until  # noqa: E402
 
 NRANKS = 4
-COMMS_PER_PROCESS = 64  # NCCL_COMMS_PER_PROCESS, bpf/nccl.h
+COMMS_PER_PROCESS = 64  # NCCL_COMMS_PER_PROCESS, bpf/nccl_events.h
 HOSTILE_COMMS = 100
 STOPPED, KILLED = 2, 1
 WAIT_S, FOR_S = 5, 5

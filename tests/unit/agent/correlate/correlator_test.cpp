@@ -6,7 +6,7 @@
 #include <linux/types.h>
 
 #include "correlate/correlator.h"
-#include "tcp.h"
+#include "tcp_events.h"
 
 namespace vigil::agent {
 namespace {

@@ -14,7 +14,7 @@
 
 #include <cstring>
 
-#include "xid.h"
+#include "xid_events.h"
 
 namespace vigil::agent {
 namespace {

@@ -77,19 +77,6 @@ std::vector<std::string> CudaProbe::names() {
   return out;
 }
 
-void CudaProbe::SkelDeleter::operator()(cuda_bpf* s) const { cuda_bpf__destroy(s); }
-
-// With pins, libbpf reuses each pinned map whose type, sizes and flags match this object's and
-// pins the maps it creates; one that differs fails the load with -EINVAL (map_is_reuse_compat).
-int CudaProbe::load(const std::string& btf_path, const std::string& pin_dir) {
-  LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
-  skel_.reset(cuda_bpf__open_opts(&opts));
-  if (!skel_) throw std::runtime_error("open cuda.bpf.o: " + errno_reason(errno));
-  if (!pin_dir.empty())
-    if (int err = pin_maps(skel_->obj, pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)})) return err;
-  return cuda_bpf__load(skel_.get());
-}
-
 void CudaProbe::read_since() {
   const __u32 key = 0;
   __u64 since = 0;
@@ -107,9 +94,11 @@ void CudaProbe::read_since() {
 
 CudaProbe::CudaProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off,
                      const std::string& pin_dir)
-    : stats_(stats) {
+    : stats_(stats), skel_("cuda", {cuda_bpf__open_opts, cuda_bpf__load, cuda_bpf__destroy}) {
+  // With pins, libbpf reuses each pinned map whose type, sizes and flags match this object's and
+  // pins the maps it creates; one that differs fails the load with -EINVAL (map_is_reuse_compat).
   // Not pinned: counting from zero, older processes marked (read_since).
-  pinned_ = load_with_pins("cuda", pin_dir, [&](const std::string& dir) { return load(btf_path, dir); });
+  pinned_ = skel_.load(btf_path, pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)});
   read_since();
   std::vector<UprobeTarget> targets;
   for (const auto& t : cuda_targets())
@@ -117,19 +106,13 @@ CudaProbe::CudaProbe(const std::string& btf_path, AgentStats& stats, const std::
   uprobes_ = std::make_unique<UprobeSet>("cuda", skel_->progs.cuda_enter, skel_->progs.cuda_exit,
                                          std::move(targets), stats_);
   if (pinned_) uprobes_->adopt_pinned_links(pin_dir);
-  stats_.add_kernel_source("cuda", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
-  register_tables(stats_, "cuda", tables());
+  stats_sources_ = std::make_unique<SetStatsSources>(
+      stats_, "cuda", skel_->maps.probe_stats, skel_->obj,
+      std::vector<const bpf_map*>{skel_->maps.procs, skel_->maps.live, skel_->maps.handles, skel_->maps.errors,
+                                  skel_->maps.inflight});
 }
 
-std::vector<const bpf_map*> CudaProbe::tables() const {
-  return {skel_->maps.procs, skel_->maps.live, skel_->maps.handles, skel_->maps.errors, skel_->maps.inflight};
-}
-
-CudaProbe::~CudaProbe() {
-  stats_.add_kernel_source("cuda", [] { return KernelCounters{}; });
-  register_tables(stats_, "cuda", tables(), true);
-  uprobes_.reset();
-}
+CudaProbe::~CudaProbe() = default;
 
 int CudaProbe::on_failure(void* ctx, void* data, size_t size) {
   auto* self = static_cast<CudaProbe*>(ctx);

@@ -12,6 +12,7 @@
 
 #include "probes/bpf_util.h"
 #include "probes/ring_reader.h"
+#include "probes/skeleton.h"
 #include "probes/uprobe_set.h"
 #include "stats/agent_stats.h"
 
@@ -54,18 +55,14 @@ class CudaProbe {
 
  private:
   static int on_failure(void* ctx, void* data, size_t size);
-  int load(const std::string& btf_path, const std::string& pin_dir);  // 0 or a libbpf error
   void read_since();
-  std::vector<const bpf_map*> tables() const;
-  struct SkelDeleter {
-    void operator()(cuda_bpf* s) const;
-  };
   AgentStats& stats_;
   LogLimiter log_limit_{50};  // the reader's thread only
-  std::unique_ptr<cuda_bpf, SkelDeleter> skel_;
+  Skeleton<cuda_bpf> skel_;
   uint64_t since_ns_ = 0;
   bool pinned_ = false;
   std::unique_ptr<UprobeSet> uprobes_;  // links go first, then the object
+  std::unique_ptr<SetStatsSources> stats_sources_;  // unregistered before the links go
 };
 
 }  // namespace vigil::agent

@@ -15,29 +15,18 @@
 
 namespace vigil::agent {
 
-void ProcProbe::SkelDeleter::operator()(proc_bpf* s) const { proc_bpf__destroy(s); }
-
 namespace {
 
 constexpr const char* kPinnedMaps[] = {"events", "tracked", "probe_stats"};
 
 }  // namespace
 
-int ProcProbe::load(const std::string& btf_path, const std::string& pin_dir) {
-  LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
-  skel_.reset(proc_bpf__open_opts(&opts));
-  if (!skel_) throw std::runtime_error("open proc.bpf.o: " + errno_reason(errno));
-  if (!pin_dir.empty())
-    if (int err = pin_maps(skel_->obj, pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)})) return err;
-  return proc_bpf__load(skel_.get());
-}
-
 ProcProbe::ProcProbe(const std::string& btf_path, AgentStats& stats, Handler handler, const std::string& pin_dir)
-    : stats_(stats), handler_(std::move(handler)) {
+    : stats_(stats), handler_(std::move(handler)), skel_("proc", {proc_bpf__open_opts, proc_bpf__load, proc_bpf__destroy}) {
   for (const char* tp : {"sched_process_exec", "sched_process_exit"})
     if (!kernel_has_btf_tracepoint(btf_path, tp))
       throw std::runtime_error(std::string("tracepoint ") + tp + " missing from kernel BTF");
-  load_with_pins("proc", pin_dir, [&](const std::string& dir) { return load(btf_path, dir); });
+  skel_.load(btf_path, pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)});
   std::vector<const bpf_map*> shared;
   for (const char* name : kPinnedMaps) shared.push_back(bpf_object__find_map_by_name(skel_->obj, name));
   // Links go under the set's directory even when its maps could not be reused: the previous
@@ -48,16 +37,14 @@ ProcProbe::ProcProbe(const std::string& btf_path, AgentStats& stats, Handler han
     if (int err = links_->attach(prog)) stats_.attach_failure("proc", errno_reason(err));
   links_->report();
   stats_.add_attached("proc", links_->size());
-  stats_.add_kernel_source(
-      "proc", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj, links_->running()); });
-  register_tables(stats_, "proc", {skel_->maps.tracked});
+  stats_sources_ = std::make_unique<SetStatsSources>(stats_, "proc", skel_->maps.probe_stats, skel_->obj,
+                                                     std::vector<const bpf_map*>{skel_->maps.tracked},
+                                                     [this] { return links_->running(); });
 }
 
 ProcProbe::~ProcProbe() {
-  stats_.add_kernel_source("proc", [] { return KernelCounters{}; });
-  register_tables(stats_, "proc", {skel_->maps.tracked}, true);
+  stats_sources_.reset();
   stats_.add_attached("proc", -links_->size());
-  links_.reset();
 }
 
 int ProcProbe::on_event(void* ctx, void* data, size_t size) {

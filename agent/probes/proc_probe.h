@@ -11,6 +11,7 @@
 #include "probes/bpf_util.h"
 #include "probes/pinned_links.h"
 #include "probes/ring_reader.h"
+#include "probes/skeleton.h"
 #include "stats/agent_stats.h"
 
 struct proc_bpf;
@@ -35,14 +36,11 @@ class ProcProbe {
 
  private:
   static int on_event(void* ctx, void* data, size_t size);
-  int load(const std::string& btf_path, const std::string& pin_dir);  // 0 or a libbpf error
-  struct SkelDeleter {
-    void operator()(proc_bpf* s) const;
-  };
   AgentStats& stats_;
   Handler handler_;
-  std::unique_ptr<proc_bpf, SkelDeleter> skel_;
+  Skeleton<proc_bpf> skel_;
   std::unique_ptr<PinnedLinks> links_;  // destroyed before the skeleton: declared after it
+  std::unique_ptr<SetStatsSources> stats_sources_;  // reads the links: unregistered first
 };
 
 }  // namespace vigil::agent

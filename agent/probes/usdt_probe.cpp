@@ -18,8 +18,6 @@
 
 namespace vigil::agent {
 
-void UsdtProbe::SkelDeleter::operator()(usdt_bpf* s) const { usdt_bpf__destroy(s); }
-
 namespace {
 
 struct Probe {
@@ -48,27 +46,17 @@ std::vector<std::string> UsdtProbe::names() {
 // set's own counters.
 constexpr const char* kPinnedMaps[] = {"allocators", "blocks", "probe_stats"};
 
-int UsdtProbe::load(const std::string& btf_path, const std::string& pin_dir) {
-  LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
-  skel_.reset(usdt_bpf__open_opts(&opts));
-  if (!skel_) throw std::runtime_error("open usdt.bpf.o: " + errno_reason(errno));
-  if (!pin_dir.empty())
-    if (int err = pin_maps(skel_->obj, pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)})) return err;
-  return usdt_bpf__load(skel_.get());
-}
-
 UsdtProbe::UsdtProbe(const std::string& btf_path, AgentStats& stats, std::set<std::string> off,
                      const std::string& pin_dir)
-    : stats_(stats), off_(std::move(off)), files_("usdt", stats) {
-  load_with_pins("usdt", pin_dir, [&](const std::string& dir) { return load(btf_path, dir); });
-  stats_.add_kernel_source("usdt", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
-  register_tables(stats_, "usdt", {skel_->maps.allocators, skel_->maps.blocks});
+    : stats_(stats), skel_("usdt", {usdt_bpf__open_opts, usdt_bpf__load, usdt_bpf__destroy}), off_(std::move(off)),
+      files_("usdt", stats) {
+  skel_.load(btf_path, pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)});
+  stats_sources_ = std::make_unique<SetStatsSources>(
+      stats_, "usdt", skel_->maps.probe_stats, skel_->obj,
+      std::vector<const bpf_map*>{skel_->maps.allocators, skel_->maps.blocks});
 }
 
-UsdtProbe::~UsdtProbe() {
-  stats_.add_kernel_source("usdt", [] { return KernelCounters{}; });
-  register_tables(stats_, "usdt", {skel_->maps.allocators, skel_->maps.blocks}, true);
-}
+UsdtProbe::~UsdtProbe() = default;
 
 int UsdtProbe::attach(const std::string& path, dev_t dev, ino_t inode, const std::string& name) {
   auto [file, added] = files_.seen({dev, inode});

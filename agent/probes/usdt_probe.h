@@ -12,6 +12,7 @@
 
 #include "probes/bpf_util.h"
 #include "probes/file_links.h"
+#include "probes/skeleton.h"
 #include "stats/agent_stats.h"
 
 struct usdt_bpf;
@@ -46,15 +47,11 @@ class UsdtProbe {
   int blocks_fd() const;
 
  private:
-  // Opens and loads usdt.bpf.o with its maps pinned in PIN_DIR ("": none); 0 or a libbpf error.
-  int load(const std::string& btf_path, const std::string& pin_dir);
-  struct SkelDeleter {
-    void operator()(usdt_bpf* s) const;
-  };
   AgentStats& stats_;
-  std::unique_ptr<usdt_bpf, SkelDeleter> skel_;
+  Skeleton<usdt_bpf> skel_;
   std::set<std::string> off_;  // "PROVIDER:NAME" not attached
   FileLinks files_;            // destroyed before the skeleton: declared after it
+  std::unique_ptr<SetStatsSources> stats_sources_;
 };
 
 }  // namespace vigil::agent

@@ -16,9 +16,8 @@
 
 namespace vigil::agent {
 
-void XidProbe::SkelDeleter::operator()(xid_bpf* s) const { xid_bpf__destroy(s); }
-
-XidProbe::XidProbe(const std::string& btf_path, AgentStats& stats, const XidTracepoint& tp) : stats_(stats) {
+XidProbe::XidProbe(const std::string& btf_path, AgentStats& stats, const XidTracepoint& tp)
+    : stats_(stats), skel_("xid", {xid_bpf__open_opts, xid_bpf__load, xid_bpf__destroy}) {
   auto fields = read_tracepoint_format(tp.tracefs, tp.category, tp.name);
   if (!fields) throw TracepointMissing(tp.category + ":" + tp.name + " not in " + tp.tracefs);
   auto field = [&](const std::string& name, bool data_loc) {
@@ -28,13 +27,14 @@ XidProbe::XidProbe(const std::string& btf_path, AgentStats& stats, const XidTrac
                                (data_loc ? "a __data_loc string" : "a 32-bit integer"));
     return it->second.offset;
   };
-  LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
-  skel_.reset(xid_bpf__open_opts(&opts));
-  if (!skel_) throw std::runtime_error("open xid.bpf.o: " + errno_reason(errno));
-  skel_->rodata->dev_loc_off = field(tp.dev_field, true);
-  skel_->rodata->code_off = field(tp.code_field, false);
-  skel_->rodata->msg_loc_off = field(tp.msg_field, true);
-  if (int err = xid_bpf__load(skel_.get())) throw std::runtime_error("load xid.bpf.o: " + errno_reason(err));
+  const auto dev_loc_off = field(tp.dev_field, true);
+  const auto code_off = field(tp.code_field, false);
+  const auto msg_loc_off = field(tp.msg_field, true);
+  skel_.load(btf_path, "", {}, [&](xid_bpf& s) {
+    s.rodata->dev_loc_off = dev_loc_off;
+    s.rodata->code_off = code_off;
+    s.rodata->msg_loc_off = msg_loc_off;
+  });
   link_.reset(bpf_program__attach_tracepoint(skel_->progs.nvidia_dev_xid, tp.category.c_str(), tp.name.c_str()));
   if (!link_) {
     int err = errno;
@@ -42,13 +42,13 @@ XidProbe::XidProbe(const std::string& btf_path, AgentStats& stats, const XidTrac
     throw std::runtime_error("attach " + tp.category + ":" + tp.name + ": " + errno_reason(err));
   }
   stats_.add_attached("xid", 1);
-  stats_.add_kernel_source("xid", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
+  stats_sources_ = std::make_unique<SetStatsSources>(stats_, "xid", skel_->maps.probe_stats, skel_->obj,
+                                                     std::vector<const bpf_map*>{});
 }
 
 XidProbe::~XidProbe() {
-  stats_.add_kernel_source("xid", [] { return KernelCounters{}; });
+  stats_sources_.reset();
   stats_.add_attached("xid", -1);
-  link_.reset();
 }
 
 int XidProbe::on_event(void* ctx, void* data, size_t size) {

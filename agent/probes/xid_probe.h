@@ -8,6 +8,7 @@
 
 #include "probes/bpf_util.h"
 #include "probes/ring_reader.h"
+#include "probes/skeleton.h"
 #include "stats/agent_stats.h"
 
 struct xid_bpf;
@@ -42,12 +43,10 @@ class XidProbe {
 
  private:
   static int on_event(void* ctx, void* data, size_t size);
-  struct SkelDeleter {
-    void operator()(xid_bpf* s) const;
-  };
   AgentStats& stats_;
-  std::unique_ptr<xid_bpf, SkelDeleter> skel_;
+  Skeleton<xid_bpf> skel_;
   Link link_;
+  std::unique_ptr<SetStatsSources> stats_sources_;
   LogLimiter log_limit_{50};
   std::deque<std::string> recent_;
 };

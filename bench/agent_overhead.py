@@ -42,7 +42,7 @@ across runs). Printed beside it: the plain paired t interval of the mean of d (w
 effect widens) and a 95 % percentile bootstrap interval of that mean, which does not assume d
 normal.
 
-usage: sudo bench/agent_overhead.py [--requests 8] [--min-rounds 6] [--max-rounds 200]
+usage: sudo bench/run.sh bench/agent_overhead.py [--requests 8] [--min-rounds 6] [--max-rounds 200]
                                     [--max-minutes 9] [--budget 0.5] [--state FILE]
 """
 import argparse
@@ -51,18 +51,19 @@ import os
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 import urllib.request
 
+from vigil_harness.agent import parse_metrics, select, wait_attached
+from vigil_harness.fail import fail, require_root
+from vigil_harness.ports import listen_port
+
+import load
+from paired_interval import bootstrap_interval, crossover_interval, t_interval
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'e2e', 'agent'))
-sys.path.insert(0, os.path.join(ROOT, 'bench'))
-from harness import fail, listen_port, mapped_path, parse_metrics, require_root, select, wait_attached  # noqa: E402
-import load  # noqa: E402
-from paired_interval import bootstrap_interval, crossover_interval, t_interval  # noqa: E402
 
 START_TIMEOUT_S = 60  # a loaded 2-core machine: the agent's start and attach can take seconds
 CLK = os.sysconf('SC_CLK_TCK')

@@ -12,26 +12,27 @@ id the server gave two requests, a chunk of another stream's id inside a stream,
 than the tokens the server says it generated) are counted and fail the run.
 
 usage:
-  bench/load.py sweep   [--rates 2,4,8] [--requests 60] [--policies fcfs,priority,token_budget,token_budget@0]
-  bench/load.py streams [--streams 1,16] [--seconds 20] [--llama-cpp]
-                        [--backend cuda [--graphs off]] [--metrics-dir DIR]
-  bench/load.py soak    [--seconds 600] [--overload 1.5]
-  bench/load.py latency [--target 100ms] [--loads 0.5,0.8,0.95,1.2] [--requests 200]
-                        [--policy-loads 0.8,0.95] [--policies fcfs,token_budget] [--json F] [--plot F.png]
+  bench/run.sh bench/load.py sweep   [--rates 2,4,8] [--requests 60] [--policies fcfs,priority,token_budget,token_budget@0]
+  bench/run.sh bench/load.py streams [--streams 1,16] [--seconds 20] [--llama-cpp]
+                                     [--backend cuda [--graphs off]] [--metrics-dir DIR]
+  bench/run.sh bench/load.py soak    [--seconds 600] [--overload 1.5]
+  bench/run.sh bench/load.py latency [--target 100ms] [--loads 0.5,0.8,0.95,1.2] [--requests 200]
+                                     [--policy-loads 0.8,0.95] [--policies fcfs,token_budget] [--json F] [--plot F.png]
 """
 import argparse
-import http.client
 import json
 import os
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+from vigil_harness.ports import free_port
+from vigil_harness.worker_client import call, open_stream, stream_data, wait_ready
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.environ.get("VIGIL_BENCH_MODEL", os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
@@ -40,28 +41,6 @@ WORDS = ("time year people way day man thing woman life child world school state
          "country problem hand part place case week company system program question work government "
          "number night point home water room mother area money story fact month lot right study book eye "
          "job word business issue side kind head house service friend father power hour game line end").split()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(port, path, timeout=60, proc=None):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode} before it was ready")
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", path)
-            if c.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"server on port {port} not ready after {timeout}s")
 
 
 class Server:
@@ -102,9 +81,7 @@ class Server:
             raise
 
     def metrics(self):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        c.request("GET", "/metrics")
-        return c.getresponse().read().decode()
+        return call(self.port, "GET", "/metrics", timeout=10)[2].decode()
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
@@ -123,16 +100,10 @@ def one_request(port, model, req_id, prompt_len, max_tokens, priority, rng_seed,
     rec = {"id": req_id, "sent": time.perf_counter(), "tokens": [], "done": False, "status": None,
            "response_ids": [], "usage_tokens": None}
     try:
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-        c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
-        r = c.getresponse()
+        c, r = open_stream(port, body, timeout=600)
         rec["status"] = r.status
         if r.status == 200:
-            for raw in r:
-                line = raw.strip()
-                if not line.startswith(b"data: "):
-                    continue
-                data = line[6:]
+            for data in stream_data(r):
                 if data == b"[DONE]":
                     rec["done"] = True
                     break

@@ -18,19 +18,19 @@ Fails when the agent does not log its cuda and usdt sets attached to the benchma
 when a program's run_cnt grew by fewer runs than the calls made (the attach did not happen).
 Needs root. A run of the defaults takes about 2 minutes.
 
-usage: sudo bench/probe_cost.py [--rates 10000,100000,1000000] [--conn-rates 1000,10000] [--seconds 3]
+usage: sudo bench/run.sh bench/probe_cost.py [--rates 10000,100000,1000000] [--conn-rates 1000,10000] [--seconds 3]
                                 [--agent A] [--probe-bench B] [--libcuda L]
 """
 import argparse
 import json
 import os
 import subprocess
-import sys
 import time
 
+from vigil_harness.agent import Agent, wait_attached
+from vigil_harness.fail import fail, require_root
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'e2e', 'agent'))
-from harness import Agent, fail, require_root, wait_attached  # noqa: E402
 
 BUILD = os.path.join(ROOT, 'build', 'dev')
 PAGE = os.sysconf('SC_PAGE_SIZE')

@@ -17,7 +17,7 @@ of issue #16, each failing the run (exit 1) when missed: <= 2,000 series, churn 
 series/minute after the first minute, RSS flat (grown by at most --rss-growth % over the second
 half of the run: a short run, whose allocator arenas are still filling, can miss it).
 
-usage: sudo bench/series_budget.py VIGIL_AGENT CUDA_WORKLOAD TCP_BULK [--seconds 300]
+usage: sudo bench/run.sh bench/series_budget.py VIGIL_AGENT CUDA_WORKLOAD TCP_BULK [--seconds 300]
        [--gpus 8] [--gpu-procs 20] [--tcp-procs 500] [--lossy 20] [--resets-per-s 10]
        [--max-series 2000] [--max-churn 100] [--rss-growth 2]
 """
@@ -27,8 +27,8 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests', 'e2e', 'agent'))
-from harness import Agent, parse_metrics, require_root, run_workload, sh  # noqa: E402
+from vigil_harness.agent import Agent, parse_metrics, run_workload, sh
+from vigil_harness.fail import require_root
 
 A_ADDR, B_ADDR = '10.215.0.1', '10.215.0.2'
 HOLD_PORT, BULK_PORT, CLOSED_PORT = 7001, 7002, 7003

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Draws every dashboard's panels, each as its type (stat, table, time series, heatmap, in its
-# unit: tests/e2e/alerting/dashboards_check.py), into docs/dashboards/*.png so readers can look
+# unit: pylib/vigil_harness/dashboard_queries.py), into docs/dashboards/*.png so readers can look
 # before they deploy. The node, worker and agent dashboards come from the end-to-end alerting run
 # (root, a build with the agent and the stand-in libcuda); the fleet overview from a 100-node
 # fleet simulation in 4 clusters with its faults (bench/fleet/run.sh, no root), since one node
@@ -10,6 +10,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build/dev}" && pwd)
 py=$("$root/tests/alerts/python_env.sh")
+export PYTHONPATH="$root/pylib"  # vigil_harness, for alerting_e2e.py
 "$root/dashboards/generate.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -2,7 +2,7 @@
 dashboards/generated/*.json, with the variables as Grafana expands "All", queried over the run
 from the baseline Prometheus and from VictoriaMetrics' Prometheus API (the recording rules
 evaluated there by Prometheus and by vmalert respectively); optionally each dashboard drawn to a
-PNG per panel type (tests/e2e/alerting/dashboards_check.py).
+PNG per panel type (pylib/vigil_harness/dashboard_queries.py).
 
 vigil-worker is skipped: its panels read vigil-worker's own series, and the simulator serves
 vigil-agent endpoints only (SKIP). Panels of the other dashboards that read series the recordings
@@ -13,15 +13,15 @@ usage (a running pipeline): from dashboards import check; check(pipe, start, end
 import glob
 import json
 import os
-import sys
 import time
 import urllib.parse
 
+from vigil_harness.dashboard_queries import query_dashboards, render, substitute
+from vigil_harness.fail import fail
+from vigil_harness.stack import http_get
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'e2e', 'alerting'))
-from dashboards_check import query_dashboards, render, substitute  # noqa: E402
-from stack import fail, http_get  # noqa: E402
 
 GENERATED = os.path.join(ROOT, 'dashboards', 'generated')
 SKIP = {'vigil-worker': 'reads vigil-worker series; the simulator serves vigil-agent endpoints only'}

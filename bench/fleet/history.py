@@ -62,13 +62,18 @@ import urllib.parse
 
 import yaml
 
+from vigil_harness.dashboard_queries import query_dashboards, substitute
+from vigil_harness.fail import fail
+from vigil_harness.ports import free_port
+from vigil_harness.stack import http_get, render_rules
+from vigil_harness.wait import wait_for
+
+import dashboards
+from measure import metrics, pick, proc, report
+from pipeline import Pipeline, die_with_parent, rule_overrides
+from simulate import Node, Recording, clusters_for
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import dashboards  # noqa: E402
-from dashboards_check import query_dashboards, substitute  # noqa: E402
-from measure import metrics, pick, proc, report  # noqa: E402
-from pipeline import Pipeline, die_with_parent, fail, free_port, http_get, render_rules, rule_overrides, wait_until  # noqa: E402
-from simulate import Node, Recording, clusters_for  # noqa: E402
 
 RANGES_H = (1, 6, 24)
 MAX_DATA_POINTS = 1000  # a wide Grafana panel
@@ -95,7 +100,7 @@ class Engines(Pipeline):
                                             '-search.latencyOffset=%ds' % min(interval, 5), '-search.disableCache',
                                             '-search.maxUniqueTimeseries=100000000', '-search.maxSamplesPerQuery=1000000000000',
                                             '-search.maxQueryDuration=10m'])
-            wait_until('victoria-metrics ready', lambda: self.ready('victoria-metrics', '/health'), 60)
+            wait_for('victoria-metrics ready', lambda: self.ready('victoria-metrics', '/health'), 60)
         except BaseException:
             self.stop()
             raise
@@ -110,7 +115,7 @@ class Engines(Pipeline):
                                   '--web.listen-address=127.0.0.1:%d' % self.ports['prom'], '--log.level=warn',
                                   '--query.max-samples=1000000000', '--query.timeout=10m']
                    + (['--storage.tsdb.max-block-duration=2h'] if backfill else []))
-        wait_until('prometheus ready', lambda: self.ready('prometheus', '/-/ready'), 600)
+        wait_for('prometheus ready', lambda: self.ready('prometheus', '/-/ready'), 600)
 
     def stop_one(self, name):
         p, log = self.procs.pop(name)
@@ -311,12 +316,12 @@ def backfill_rules(eng, groups, t0, t_end, interval):
 
 def merge(eng):
     """Waits for both engines' merges; returns (Prometheus compaction s, VictoriaMetrics force merge s)."""
-    wait_until('VictoriaMetrics merges idle', lambda: pick(eng.scrape('victoria-metrics'), 'vm_active_merges') == 0, 3600, step=2)
+    wait_for('VictoriaMetrics merges idle', lambda: pick(eng.scrape('victoria-metrics'), 'vm_active_merges') == 0, 3600, step=2)
     eng.vm('/internal/force_merge')
-    wait_until('Prometheus compaction', lambda: pick(eng.scrape('prometheus'), 'prometheus_tsdb_compactions_triggered_total') >= 2,
-               3600, step=5)
+    wait_for('Prometheus compaction', lambda: pick(eng.scrape('prometheus'), 'prometheus_tsdb_compactions_triggered_total') >= 2,
+             3600, step=5)
     done = r'forced merge for partition_prefix="" has been successfully finished in ([0-9.]+) seconds'
-    vm_s = float(wait_until('VictoriaMetrics force merge', lambda: re.search(done, eng.log('victoria-metrics')), 3600, step=2).group(1))
+    vm_s = float(wait_for('VictoriaMetrics force merge', lambda: re.search(done, eng.log('victoria-metrics')), 3600, step=2).group(1))
     if 'error in forced merge' in eng.log('victoria-metrics'):
         fail("VictoriaMetrics force merge: %s" % eng.log('victoria-metrics'))
     return pick(eng.scrape('prometheus'), 'prometheus_tsdb_compaction_duration_seconds_sum'), vm_s

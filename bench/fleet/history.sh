@@ -9,4 +9,4 @@ for bin in prometheus promtool victoria-metrics vmalert jsonnet; do
   command -v "$bin" >/dev/null || { echo "history.sh: $bin missing (scripts/setup.sh installs it)" >&2; exit 1; }
 done
 py=$("$here/../../tests/alerts/python_env.sh")
-exec "$py" "$here/history.py" "$@"
+VIGIL_PYTHON="$py" exec "$here/../run.sh" "$here/history.py" "$@"

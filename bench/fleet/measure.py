@@ -4,7 +4,7 @@ import os
 import re
 import time
 
-from pipeline import http_get
+from vigil_harness.stack import http_get
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)')
 CLK = os.sysconf('SC_CLK_TCK')

@@ -17,10 +17,13 @@ import urllib.parse
 
 import yaml
 
+from vigil_harness.fail import fail
+from vigil_harness.ports import free_port
+from vigil_harness.stack import Receiver, alertmanager_config, http_get, render_rules
+from vigil_harness.wait import wait_for
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'e2e', 'alerting'))
-from stack import Receiver, alertmanager_config, fail, free_port, http_get, render_rules, wait_until  # noqa: E402
 
 LIBC = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG = 1
@@ -108,7 +111,7 @@ class Pipeline:
                                       '--web.listen-address=127.0.0.1:%d' % p['prom'], '--log.level=warn'])
             for name, path in (('alertmanager', '/-/ready'), ('victoria-metrics', '/health'), ('vmagent0', '/health'),
                                ('vmagent1', '/health'), ('vmalert', '/health'), ('prometheus', '/-/ready')):
-                wait_until(name + ' ready', lambda: self.ready(name, path), 60)
+                wait_for(name + ' ready', lambda: self.ready(name, path), 60)
         except BaseException:
             self.stop()
             raise

@@ -11,7 +11,7 @@ One agent watches two stand-in workloads, as the alerting test does (tests/e2e/a
 It saves two scrapes 5 s apart per state, so the simulator can take counter rates from them:
   recordings/healthy.prom, healthy.later.prom, fault.prom, fault.later.prom
 Each file starts with `# vigil-fleet gpu_pid=N nccl_pid=M time=T`: which pids are the workloads.
-usage: sudo bench/fleet/record.py VIGIL_AGENT LIBCUDA TCP_BULK [--out bench/fleet/recordings]"""
+usage: sudo bench/run.sh bench/fleet/record.py VIGIL_AGENT LIBCUDA TCP_BULK [--out bench/fleet/recordings]"""
 import argparse
 import ctypes
 import os
@@ -20,11 +20,12 @@ import subprocess
 import sys
 import time
 
+from vigil_harness.agent import Agent, total
+from vigil_harness.fail import fail, require_root
+from vigil_harness.netns import B_ADDR, Namespaces
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.join(HERE, '..', '..', 'tests', 'e2e')
-sys.path.insert(0, os.path.join(TESTS, 'agent'))
-from harness import Agent, fail, require_root, total  # noqa: E402
-from tcp_retransmits import B_ADDR, Namespaces  # noqa: E402
 
 NCCL_LIB = '/usr/local/cuda/lib64/libnccl.so.2'
 CUDA_ERROR_LAUNCH_FAILED = 719

@@ -11,9 +11,10 @@ import os
 import subprocess
 import urllib.parse
 
-from pipeline import ROOT, fail
+from pipeline import ROOT
+from vigil_harness.fail import fail
+from vigil_harness.stack import http_get
 from simulate import identity
-from stack import http_get
 
 ENGINES = ('prometheus', 'victoria-metrics')
 

@@ -8,14 +8,13 @@ usage: run.py [--nodes 1000] [--gpus 8] [--clusters K] [--interval 15] [--table-
   --dashboards-png DIR: draw vigil-fleet (from the baseline Prometheus) to DIR/vigil-fleet.png, its
   stats and tables as they were half-way through the faults (docs/dashboards: DIR=docs/dashboards)"""
 import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from measure import report, snapshot, table  # noqa: E402
-from pipeline import Pipeline, rule_overrides, wait_until  # noqa: E402
-from signals import check  # noqa: E402
-import dashboards  # noqa: E402
+from measure import report, snapshot, table
+from pipeline import Pipeline, rule_overrides
+from vigil_harness.wait import wait_for
+from signals import check
+import dashboards
 
 
 def main():
@@ -43,9 +42,9 @@ def main():
     with Pipeline(n, args.gpus, i, faults, overrides, args.clusters) as pipe:
         print("pipeline up in %.0f s; faults at %d..%d s: %s" % (
             pipe.now(), start, end, ', '.join('%s on node %d' % (f['kind'], f['node']) for f in faults)), flush=True)
-        wait_until('every target scraped', lambda: pipe.now() > start - 2 * i, 10 * i, step=1)
+        wait_for('every target scraped', lambda: pipe.now() > start - 2 * i, 10 * i, step=1)
         a = snapshot(pipe)
-        wait_until('the faults under way', lambda: pipe.now() > end - i, 20 * i, step=1)
+        wait_for('the faults under way', lambda: pipe.now() > end - i, 20 * i, step=1)
         b = snapshot(pipe)
         firing = sorted((r['metric']['alertname'], r['metric'].get('node', '')) for r in pipe.query(
             'prometheus', 'ALERTS{alertstate="firing"}'))

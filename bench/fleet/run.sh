@@ -8,4 +8,4 @@ for bin in prometheus prometheus-alertmanager victoria-metrics vmagent vmalert j
   command -v "$bin" >/dev/null || { echo "run.sh: $bin missing (scripts/setup.sh installs it)" >&2; exit 1; }
 done
 py=$("$here/../../tests/alerts/python_env.sh")
-exec "$py" "$here/run.py" "$@"
+VIGIL_PYTHON="$py" exec "$here/../run.sh" "$here/run.py" "$@"

@@ -6,7 +6,8 @@ import time
 
 import yaml
 
-from pipeline import ROOT, fail
+from pipeline import ROOT
+from vigil_harness.fail import fail
 from simulate import clusters_for, comm_members, communicator_of, identity, rank_labels
 
 PAGE, TICKET = '/page', '/ticket'

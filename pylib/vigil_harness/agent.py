@@ -1,31 +1,22 @@
-"""Shared pieces of the agent's end-to-end tests: run vigil-agent, scrape and parse /metrics."""
+"""vigil-agent run by a test or a benchmark: start it, scrape and parse /metrics, run workloads
+under it, check its text with promtool."""
 import difflib
 import json
 import os
-import random
 import re
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
+
+from vigil_harness.fail import fail
+from vigil_harness.ports import listen_port
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
 # Removing a uprobe waits for an RCU grace period, serialised in the kernel: about 0.1 s per link
 # on an idle VM, several times that under load (docs/probes-agent.md, Shutdown).
 STOP_TIMEOUT_S = 60
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def fail(msg):
-    print("FAIL: " + msg, flush=True)
-    sys.exit(1)
-
-
-def require_root():
-    if os.geteuid() != 0:
-        fail("needs root (BPF, network namespaces)")
 
 
 class Scrape(list):
@@ -88,21 +79,6 @@ def absent(samples, name, labels, what='with a series'):
     close = difflib.get_close_matches(name, sorted(names), n=5, cutoff=0.7)
     return "no family %s %s in the scrape (absent is not 0); close names in it: %s" % (
         want, what, ', '.join(close) or 'none')
-
-
-def listen_port():
-    """A free loopback port below the kernel's ephemeral range, so no client connection is handed it
-    between this check and the server's bind (a random port inside the range can be)."""
-    with open('/proc/sys/net/ipv4/ip_local_port_range') as f:
-        low = int(f.read().split()[0])
-    while True:
-        port = random.randint(10000, low - 1)
-        with socket.socket() as s:
-            try:
-                s.bind(('127.0.0.1', port))
-                return port
-            except OSError:
-                continue
 
 
 class Agent:

@@ -10,7 +10,7 @@ import math
 import os
 import re
 
-from stack import fail
+from vigil_harness.fail import fail
 
 # Variables as Grafana expands "All" (allValue '.*'); $__rate_interval as Grafana computes it
 # for a 1 s scrape interval at this test's resolution.

@@ -1,11 +1,10 @@
-"""The monitoring stack of the alerting tests on loopback: real Prometheus and Alertmanager in a
-temp dir on free ports, the rules rendered from alerts/ with short windows, the shipped
-Alertmanager config with its receivers pointed at a webhook receiver run by the test."""
+"""The monitoring stack on loopback: real Prometheus and Alertmanager in a temp dir on free ports,
+the rules rendered from alerts/ with short windows, the shipped Alertmanager config with its
+receivers pointed at a webhook receiver run by the test (the fleet benchmark's vmalert pipeline,
+bench/fleet/pipeline.py, uses the same receiver, rules and config)."""
 import json
 import os
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -15,28 +14,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import yaml
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
+from vigil_harness.fail import fail
+from vigil_harness.ports import free_port
+from vigil_harness.wait import wait_for
 
-
-def fail(msg):
-    print("FAIL: " + msg, flush=True)
-    sys.exit(1)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-def wait_until(what, predicate, timeout, step=0.5):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(step)
-    fail("%s: not within %d s" % (what, timeout))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 
 
 def http_get(url, timeout=5):
@@ -146,8 +128,8 @@ class Stack:
         self.start('prometheus', ['prometheus', '--config.file=' + os.path.join(self.dir, 'prometheus.yml'),
                                   '--storage.tsdb.path=' + os.path.join(self.dir, 'prom-data'),
                                   '--web.listen-address=127.0.0.1:%d' % self.prom_port])
-        wait_until('alertmanager ready', lambda: self.ready('http://127.0.0.1:%d/-/ready' % self.am_port), 30)
-        wait_until('prometheus ready', lambda: self.ready('http://127.0.0.1:%d/-/ready' % self.prom_port), 30)
+        wait_for('alertmanager ready', lambda: self.ready('http://127.0.0.1:%d/-/ready' % self.am_port), 30)
+        wait_for('prometheus ready', lambda: self.ready('http://127.0.0.1:%d/-/ready' % self.prom_port), 30)
 
     def start(self, name, argv):
         log = open(os.path.join(self.dir, name + '.log'), 'w')

@@ -15,9 +15,9 @@ import tempfile
 
 import yaml
 
+from vigil_harness.dashboard_queries import expressions, substitute
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'e2e', 'alerting'))
-from dashboards_check import expressions, substitute  # noqa: E402
 
 VARIABLES = ['datasource', 'cluster', 'node', 'namespace', 'pod']
 # Selectors no deployment has: rendered with them, a job matcher left is written in a dashboard.

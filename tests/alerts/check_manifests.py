@@ -15,8 +15,7 @@ import tempfile
 import kubernetes_validate
 import yaml
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'deploy'))
-import podman_flags  # noqa: E402
+import podman_flags
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 KDIR = os.path.join(ROOT, 'deploy', 'kubernetes')

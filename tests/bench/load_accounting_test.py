@@ -4,12 +4,9 @@ requests, a chunk of another stream inside a stream, more chunks than the server
 an ignore_eos stream cut short by the server's own count, and a stream of our server without its
 usage chunk or without response ids (nothing to check it by) are all caught; clean records are
 not. (Session 2's check counted duplicates among the client's own loop indices: always 0.)"""
-import os
-import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'bench'))
-import load  # noqa: E402
+import load
 
 
 def record(req_id, response_id, chunks=4, usage=4, max_tokens=4, done=True):

@@ -5,11 +5,9 @@ t.test(extra ~ group, data = sleep, paired = TRUE) reports it (95 % CI -2.459885
 and the crossover interval, which is half the pooled two-sample interval of the AB group against
 the BA group negated: R's t.test(extra ~ group, data = sleep, var.equal = TRUE) gives
 -3.363874 0.203874 for group 1 against group 2."""
-import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'bench'))
-from paired_interval import crossover_interval, t_interval, t_quantile  # noqa: E402
+from paired_interval import crossover_interval, t_interval, t_quantile
 
 # (p, df, quantile): upper critical values of the t distribution, table to 3 decimals.
 TABLE = [(0.975, 1, 12.706), (0.975, 2, 4.303), (0.975, 3, 3.182), (0.975, 5, 2.571), (0.975, 9, 2.262),

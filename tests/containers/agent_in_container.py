@@ -33,10 +33,10 @@ import sys
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'e2e', 'agent'))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'deploy'))
-from harness import fail, listen_port, parse_metrics, require_root, select, sh, total  # noqa: E402
-import podman_flags  # noqa: E402
+from vigil_harness.agent import parse_metrics, select, sh, total
+from vigil_harness.fail import fail, require_root
+from vigil_harness.ports import listen_port
+import podman_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LOSS_PERCENT = 5

@@ -24,10 +24,11 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agent_in_container import (C_ADDR, LOSS_PERCENT, ROOT, TAG, Scene, agent_args, http, podman,  # noqa: E402
+from agent_in_container import (C_ADDR, LOSS_PERCENT, ROOT, TAG, Scene, agent_args, http, podman,
                                 retrans_segs, running, wait_http)
-from harness import fail, listen_port, parse_metrics, require_root, total  # noqa: E402
+from vigil_harness.agent import parse_metrics, total
+from vigil_harness.fail import fail, require_root
+from vigil_harness.ports import listen_port
 
 PORT = 5209
 BYTES = 60 * 1024 * 1024

@@ -13,9 +13,7 @@ import tempfile
 
 import yaml
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
-sys.path.insert(0, os.path.join(ROOT, 'deploy'))
-import podman_flags  # noqa: E402
+import podman_flags
 
 # Every key of agent/config/config.cpp, each away from its default where it can be.
 EVERY_KEY = {

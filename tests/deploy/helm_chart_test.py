@@ -12,9 +12,9 @@ import sys
 import helm_python as helm
 import yaml
 
+import podman_flags
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
-sys.path.insert(0, os.path.join(ROOT, 'deploy'))
-import podman_flags  # noqa: E402
 
 CHART = podman_flags.CHART
 KUBE_VERSIONS = ['v1.29.0', 'v1.37.0']

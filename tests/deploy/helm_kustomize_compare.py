@@ -9,14 +9,11 @@ behind its web config, scraped over HTTPS) against the chart's agent.webConfig a
 agent.monitor.endpoint.
 usage: helm_kustomize_compare.py"""
 import json
-import os
 import sys
 
 import yaml
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
-sys.path.insert(0, os.path.join(ROOT, 'deploy'))
-import podman_flags  # noqa: E402
+import podman_flags
 
 NOT_IN_CHART = {('Secret', 'alertmanager-vigil')}
 # The kustomize base puts the rules and dashboards in namespace vigil; the chart in the release's.

@@ -8,14 +8,10 @@ is shown too (its baseline violations are the privileges docs/deploy.md explains
 first run on hand-made pods that break one control each, so a checker that passes everything
 fails here.
 usage: pod_security_test.py"""
-import os
 import sys
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
-sys.path.insert(0, os.path.join(ROOT, 'deploy'))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import podman_flags  # noqa: E402
-from pod_security import violations  # noqa: E402
+import podman_flags
+from pod_security import violations
 
 ENFORCE = 'pod-security.kubernetes.io/enforce'
 # The agent's reasons to be privileged: each is in docs/deploy.md's privilege table.

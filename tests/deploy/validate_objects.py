@@ -14,9 +14,7 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
-sys.path.insert(0, os.path.join(ROOT, 'deploy'))
-import podman_flags  # noqa: E402
+import podman_flags
 
 K8S_VERSIONS = ['1.29.0', '1.37.0']
 CRD_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'crds')

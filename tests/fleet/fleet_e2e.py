@@ -15,14 +15,13 @@ worker in the simulation).
 usage: fleet_e2e.py [--nodes 50] [--break-fault]   (--break-fault: a fault that cannot page,
 to see this test fail)"""
 import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'bench', 'fleet'))
-from pipeline import Pipeline, rule_overrides, wait_until  # noqa: E402
-from records import LAG, check_values, compare  # noqa: E402
-from signals import check, seconds  # noqa: E402
-import dashboards  # noqa: E402
+from pipeline import Pipeline, rule_overrides
+from vigil_harness.wait import wait_for
+from records import LAG, check_values, compare
+from signals import check, seconds
+import dashboards
 
 INTERVAL = 3
 CLUSTERS = 4
@@ -58,11 +57,11 @@ def main():
     if args.break_fault:
         overrides['fragmentationThreshold'] = '0.95'  # above the recorded fault's 0.90: no page
     with Pipeline(n, 8, i, faults, overrides, CLUSTERS) as pipe:
-        wait_until('fault under way', lambda: pipe.now() > start, 60, step=1)
+        wait_for('fault under way', lambda: pipe.now() > start, 60, step=1)
         for alertname, node, fired, resolved in check(pipe, faults, n, overrides, resolve_by=end + 10 * i, clusters=CLUSTERS):
             print("%s on %s: notified %.0f s after the fault began, resolved %.0f s after it could" % (alertname, node, fired, resolved))
         # The engines' last points after the faults: VictoriaMetrics' records trail by up to LAG intervals.
-        wait_until('the records after the faults', lambda: pipe.now() > end + (LAG + 2) * i, (LAG + 20) * i, step=1)
+        wait_for('the records after the faults', lambda: pipe.now() > end + (LAG + 2) * i, (LAG + 20) * i, step=1)
         window = (start, start + seconds(overrides['correlatedTimeoutWindow']) + LAG * i)
         print("vigil-fleet records at %d s (every fault under way), the correlated sums' maximum over %d..%d s:" % ((end - i,) + window))
         check_values(pipe, faults, n, CLUSTERS, 8, overrides, at=end - i, window=window)

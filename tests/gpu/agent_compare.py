@@ -9,8 +9,8 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'e2e', 'agent'))
-from harness import Agent, declared_total, fail, mapped_path, require_root, total, wait_attached  # noqa: E402
+from vigil_harness.agent import Agent, declared_total, mapped_path, total, wait_attached
+from vigil_harness.fail import fail, require_root
 
 RUNS = [('graphs_on', ['--graphs', 'on']), ('graphs_off', ['--graphs', 'off']), ('vmm', ['--graphs', 'on', '--vmm'])]
 

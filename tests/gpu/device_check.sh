@@ -9,6 +9,7 @@
 #   OUT=/some/dir tests/gpu/device_check.sh [MODEL.gguf]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+export PYTHONPATH="$root/pylib"  # vigil_harness, for the agent and worker checks
 out=${OUT:?set OUT to the results folder}
 model=${1:-$root/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 build=$root/build/gpu

@@ -16,7 +16,8 @@ import sys
 import time
 import uuid
 
-from harness import Agent, fail, mapped_path, require_root, select, wait_attached
+from vigil_harness.agent import Agent, mapped_path, select, wait_attached
+from vigil_harness.fail import fail, require_root
 
 
 def cgroup_root():

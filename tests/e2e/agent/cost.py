@@ -13,7 +13,8 @@ import sys
 import tempfile
 import time
 
-from harness import Agent, exit_workload, fail, promtool_check, require_root, run_workload, total
+from vigil_harness.agent import Agent, exit_workload, promtool_check, run_workload, total
+from vigil_harness.fail import fail, require_root
 
 BASE = 'probes: {tcp: false, nccl: false, usdt: false}\n'
 

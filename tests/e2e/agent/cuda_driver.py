@@ -15,7 +15,8 @@ import shutil
 import sys
 import time
 
-from harness import Agent, declared_total, exit_workload, fail, promtool_check, require_root, run_workload, select, total
+from vigil_harness.agent import Agent, declared_total, exit_workload, promtool_check, run_workload, select, total
+from vigil_harness.fail import fail, require_root
 
 GRACE_S = 1
 

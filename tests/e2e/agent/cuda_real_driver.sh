@@ -12,5 +12,5 @@ here=$(cd "$(dirname "$0")" && pwd)
 command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null || { echo "FAIL: no NVIDIA GPU here"; exit 1; }
 lib=$(ldconfig -p | awk '/libcuda\.so\.1 /{print $NF; exit}')
 [[ -n $lib ]] || { echo "FAIL: the real libcuda.so.1 is not in the ldconfig cache"; exit 1; }
-VIGIL_CUDA_LIBDIR=$(dirname "$(readlink -f "$lib")") \
+PYTHONPATH="$here/../../../pylib" VIGIL_CUDA_LIBDIR=$(dirname "$(readlink -f "$lib")") \
   python3 "$here/cuda_driver.py" "$build/agent/vigil-agent" "$build/tests/agent/cuda_workload"

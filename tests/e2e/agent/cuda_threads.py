@@ -8,7 +8,8 @@ usage: cuda_threads.py VIGIL_AGENT CUDA_WORKLOAD"""
 import sys
 import time
 
-from harness import Agent, fail, require_root, run_workload, total
+from vigil_harness.agent import Agent, run_workload, total
+from vigil_harness.fail import fail, require_root
 
 THREADS, ITERATIONS = 8, 20000
 

@@ -20,7 +20,8 @@ import subprocess
 import sys
 import time
 
-from harness import Agent, fail, require_root, select, total
+from vigil_harness.agent import Agent, select, total
+from vigil_harness.fail import fail, require_root
 
 N = 20000
 PARALLEL = 8

@@ -13,7 +13,8 @@ import subprocess
 import sys
 import time
 
-from harness import Agent, exit_workload, fail, mapped_path, require_root, run_workload, total, wait_attached
+from vigil_harness.agent import Agent, exit_workload, mapped_path, run_workload, total, wait_attached
+from vigil_harness.fail import fail, require_root
 
 LIVE_TABLE = 262144      # bpf/cuda.bpf.c, live
 PER_PROCESS = 131072     # bpf/cuda_events.h, CUDA_LIVE_ENTRIES_PER_PROCESS

@@ -23,7 +23,8 @@ import sys
 import tempfile
 import time
 
-from harness import Agent, exit_workload, fail, promtool_check, require_root, run_workload, select, total
+from vigil_harness.agent import Agent, exit_workload, promtool_check, run_workload, select, total
+from vigil_harness.fail import fail, require_root
 
 CONFIG = 'probes: {tcp: false, nccl: false, usdt: false}\ndiscovery_interval: 1s\n'
 LIMIT_MIB = 256  # deploy/: the agent's memory limit

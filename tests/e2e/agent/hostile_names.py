@@ -11,7 +11,8 @@ import shutil
 import sys
 import tempfile
 
-from harness import Agent, exit_workload, fail, promtool_check, require_root, run_workload, select, total
+from vigil_harness.agent import Agent, exit_workload, promtool_check, run_workload, select, total
+from vigil_harness.fail import fail, require_root
 
 NAME = b'\xffcuda\xc0\x80\xed\xa0\x80'
 SHOWN = '\ufffdcuda\ufffd\ufffd\ufffd\ufffd\ufffd'

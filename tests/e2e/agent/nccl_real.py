@@ -9,7 +9,8 @@ import subprocess
 import sys
 import time
 
-from harness import Agent, fail, mapped_path, require_root, select, total, wait_attached
+from vigil_harness.agent import Agent, mapped_path, select, total, wait_attached
+from vigil_harness.fail import fail, require_root
 
 
 def main():

@@ -18,7 +18,8 @@ import subprocess
 import sys
 import time
 
-from harness import Agent, fail, mapped_path, remove_pins, restart_pins, require_root, select, wait_attached, wait_released
+from vigil_harness.agent import Agent, mapped_path, remove_pins, restart_pins, select, wait_attached, wait_released
+from vigil_harness.fail import fail, require_root
 
 # tcp on: the collective set loads after the correlation set, which needs it.
 CONFIG = 'probes: {cuda: false}\ndiscovery_interval: 1s\n'

@@ -15,8 +15,9 @@ import subprocess
 import sys
 import time
 
-from harness import Agent, declared_total, fail, require_root, select, sh, total
-from tcp_retransmits import B_ADDR, Namespaces, kernel_socket
+from vigil_harness.agent import Agent, declared_total, select, sh, total
+from vigil_harness.fail import fail, require_root
+from vigil_harness.netns import B_ADDR, Namespaces, kernel_socket
 
 TIMEOUT_S = 10
 PORT = 5203

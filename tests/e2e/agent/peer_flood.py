@@ -16,7 +16,8 @@ import sys
 import tempfile
 import time
 
-from harness import Agent, fail, require_root, sh, total
+from vigil_harness.agent import Agent, sh, total
+from vigil_harness.fail import fail, require_root
 
 A_ADDR, B_ADDR = '10.215.0.1', '10.215.0.2'
 FLOOD_NET = '10.61'  # B answers for 10.61.0.0/16

@@ -19,8 +19,8 @@ import subprocess
 import sys
 import time
 
-from harness import (Agent, fail, mapped_path, remove_pins, restart_pins, require_root, run_workload, select, total, wait_attached,
-                     wait_released)
+from vigil_harness.agent import Agent, mapped_path, remove_pins, restart_pins, run_workload, select, total, wait_attached, wait_released
+from vigil_harness.fail import fail, require_root
 
 CONFIG = 'probes: {tcp: false, nccl: false, usdt: false}\ndiscovery_interval: 1s\n'
 COUNTERS = ('gpu_memory_allocations_total', 'gpu_memory_small_allocations_total')

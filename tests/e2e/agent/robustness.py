@@ -19,7 +19,8 @@ import sys
 import tempfile
 import time
 
-from harness import Agent, fail, require_root, select, total
+from vigil_harness.agent import Agent, select, total
+from vigil_harness.fail import fail, require_root
 
 GRACE_S = 8
 CHURN = 200

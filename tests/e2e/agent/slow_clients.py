@@ -25,7 +25,8 @@ import sys
 import threading
 import time
 
-from harness import Agent, fail, parse_metrics, promtool_check_text, require_root, total
+from vigil_harness.agent import Agent, parse_metrics, promtool_check_text, total
+from vigil_harness.fail import fail, require_root
 
 CAP = 64
 PROBE_LIMIT_S = 1.0

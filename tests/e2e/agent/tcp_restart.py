@@ -22,8 +22,9 @@ import subprocess
 import sys
 import time
 
-from harness import Agent, fail, remove_pins, restart_pins, require_root, select, sh, total
-from tcp_retransmits import A_ADDR, B_ADDR, LOSS_PERCENT, Namespaces, retrans_segs
+from vigil_harness.agent import Agent, remove_pins, restart_pins, select, sh, total
+from vigil_harness.fail import fail, require_root
+from vigil_harness.netns import B_ADDR, LOSS_PERCENT, Namespaces, retrans_segs
 
 STEP = 8 * 1024 * 1024
 PORT = 5207

@@ -22,8 +22,9 @@ import tempfile
 import threading
 import time
 
-from harness import Agent, declared_total, fail, require_root, sh, total
-from tcp_retransmits import A_ADDR, B_ADDR, Namespaces, retrans_segs
+from vigil_harness.agent import Agent, declared_total, sh, total
+from vigil_harness.fail import fail, require_root
+from vigil_harness.netns import A_ADDR, B_ADDR, Namespaces, retrans_segs
 
 TIMEOUT_S = 8
 LOSS_PERCENT = 5

@@ -16,7 +16,8 @@ import sys
 import tempfile
 import time
 
-from harness import Agent, fail, promtool_check, require_root, total, wait_attached
+from vigil_harness.agent import Agent, promtool_check, total, wait_attached
+from vigil_harness.fail import fail, require_root
 
 
 def expect(name, got, want):

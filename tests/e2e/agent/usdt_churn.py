@@ -16,7 +16,8 @@ import sys
 import tempfile
 import time
 
-from harness import Agent, fail, require_root, total, wait_attached
+from vigil_harness.agent import Agent, total, wait_attached
+from vigil_harness.fail import fail, require_root
 
 COPIES, BATCH = 120, 20
 GRACE_S = 1

@@ -34,7 +34,9 @@ import urllib.request
 
 import yaml
 
-from harness import Agent, fail, listen_port, parse_metrics, promtool_check_text, require_root, total
+from vigil_harness.agent import Agent, parse_metrics, promtool_check_text, total
+from vigil_harness.fail import fail, require_root
+from vigil_harness.ports import listen_port
 
 DAVE_HASH = '$2y$10$2UXri9cIDdgeKjBo4Rlpx.U3ZLDV8X1IxKmsfOvhcM5oXQt/mLmXq'  # dave123
 REQUEST_DEADLINE_S = 10

@@ -7,22 +7,15 @@ worker's snapshot probe, so the agent's own work is checked too: its pairing of 
 probes (blocks handed out minus given back, and their bytes) must equal the worker's live blocks
 and allocated bytes.
 usage: worker_allocator.py VIGIL_AGENT VIGIL_WORKER MODEL"""
-import json
 import os
 import subprocess
 import sys
 import time
-import urllib.request
 
-from harness import Agent, fail, listen_port, parse_metrics, require_root, select, total
-
-
-def http(port, path, body=None):
-    req = urllib.request.Request('http://127.0.0.1:%d%s' % (port, path),
-                                 data=json.dumps(body).encode() if body else None,
-                                 headers={'Content-Type': 'application/json'})
-    with urllib.request.urlopen(req, timeout=120) as r:
-        return r.read().decode()
+from vigil_harness.agent import Agent, parse_metrics, select, total
+from vigil_harness.fail import fail, require_root
+from vigil_harness.ports import listen_port
+from vigil_harness.worker_client import call, complete, wait_ready
 
 
 def expect(name, got, want):
@@ -45,23 +38,16 @@ def main():
         worker = subprocess.Popen([worker_bin, 'serve', '-m', model, '--host', '127.0.0.1', '--port', str(port)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
-            deadline = time.time() + 120
-            while True:
-                if worker.poll() is not None:
-                    fail("worker exited: " + worker.stderr.read())
-                try:
-                    if 'ready' in http(port, '/ready'):
-                        break
-                except OSError:
-                    pass
-                if time.time() > deadline:
-                    fail("worker not ready in 120 s")
-                time.sleep(0.5)
+            try:
+                wait_ready(port, '/ready', timeout=120, proc=worker)
+            except RuntimeError as e:
+                fail("worker: %s %s" % (e, worker.stderr.read() if worker.poll() is not None else ''))
             for prompt in ('Hello!', 'Name three colours.', 'What is 2+2?'):
-                http(port, '/v1/chat/completions', {'messages': [{'role': 'user', 'content': prompt}],
-                                                     'max_tokens': 8, 'temperature': 0})
+                c = complete(port, {'messages': [{'role': 'user', 'content': prompt}], 'max_tokens': 8, 'temperature': 0})
+                if c.status != 200:
+                    fail("chat completion: %d %s" % (c.status, c.raw))
             time.sleep(0.5)
-            w = parse_metrics(http(port, '/metrics'))
+            w = parse_metrics(call(port, 'GET', '/metrics')[2].decode())
             s = agent.scrape()
             q = dict(pid=worker.pid, allocator='vigil')
             if total(s, 'gpu_memory_allocator_block_allocations_total', require=True, **q) == 0:

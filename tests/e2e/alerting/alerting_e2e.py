@@ -10,24 +10,28 @@ the routing of deploy/alertmanager, whose receivers are this test's webhook.
      communicator while TCP backs off -> the P1 VigilNcclTcpCorrelatedTimeouts pages; the link
      comes back -> both resolve while the process still runs.
   3. With --dashboards DIR: every panel query of the generated dashboards returns data from this
-     run (dashboards_check.py), and every panel of the agent dashboard's row "What Vigil costs
+     run (vigil_harness.dashboard_queries), and every panel of the agent dashboard's row "What Vigil costs
      this node" a value other than 0 (BPF run time, runs, the agent's CPU, memory, fds, threads,
      housekeeping); with --render-to DIR each panel is drawn to a PNG there.
 usage: alerting_e2e.py VIGIL_AGENT VIGIL_WORKER MODEL LIBCUDA TCP_BULK [--dashboards DIR] [--render-to DIR]"""
 import argparse
+import http.client
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
+
+from vigil_harness.agent import Agent
+from vigil_harness.fail import fail, require_root
+from vigil_harness.netns import B_ADDR, Namespaces
+from vigil_harness.ports import free_port
+from vigil_harness.stack import Stack
+from vigil_harness.wait import wait_for
+from vigil_harness.worker_client import call
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, '..', 'agent'))
-from harness import Agent, require_root  # noqa: E402  (the agent tests' harness)
-from tcp_retransmits import B_ADDR, Namespaces  # noqa: E402
-from stack import Stack, fail, free_port, http_get, wait_until  # noqa: E402
 
 NCCL_LIB = '/usr/local/cuda/lib64/libnccl.so.2'
 LIBM = '/lib/x86_64-linux-gnu/libm.so.6'
@@ -53,7 +57,7 @@ class Worker:
         self.proc = subprocess.Popen([binary, 'serve', '-m', model, '--port', str(self.port), '--config', self.config],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         try:
-            wait_until('worker ready', self.ready, 60)
+            wait_for('worker ready', self.ready, 60)
         except BaseException:  # fail() exits: the worker must not outlive the test
             self.proc.kill()
             self.proc.wait()
@@ -69,21 +73,23 @@ class Worker:
             self.log.seek(0)
             fail("worker exited %d: %s" % (self.proc.returncode, self.log.read()[-2000:]))
         try:
-            return '"ready"' in http_get('http://127.0.0.1:%d/ready' % self.port)  # 503 raises
-        except OSError:
+            status, _, raw = call(self.port, 'GET', '/ready', timeout=5)
+            return status == 200 and b'"ready"' in raw
+        except (OSError, http.client.HTTPException):
             return False
 
     def trickle(self):
-        body = json.dumps({'prompt': 'The capital of France is', 'max_tokens': 8}).encode()
+        body = {'prompt': 'The capital of France is', 'max_tokens': 8}
         while not self.stopping.wait(1.0):
-            req = urllib.request.Request('http://127.0.0.1:%d/v1/completions' % self.port, data=body,
-                                         headers={'Content-Type': 'application/json'})
             try:
-                with urllib.request.urlopen(req, timeout=30) as r:
-                    r.read()
-                self.requests += 1
-            except OSError as e:
+                status, _, raw = call(self.port, 'POST', '/v1/completions', body, timeout=30)
+            except (OSError, http.client.HTTPException) as e:
                 print("worker request failed: %s" % e, flush=True)
+                continue
+            if status == 200:
+                self.requests += 1
+            else:
+                print("worker request failed: %d %s" % (status, raw[:200]), flush=True)
 
     def stop(self):
         self.stopping.set()
@@ -111,7 +117,7 @@ def process_labels(agent, metric, pid):
 def expect_page(stack, alertname, want_labels, rule):
     """Waits for the firing notification on both paging receivers and checks it exactly."""
     r = stack.receiver
-    t, alert = wait_until('%s firing at the webhook' % alertname, lambda: (r.alerts(PAGE, alertname, 'firing') or [None])[0], 90)
+    t, alert = wait_for('%s firing at the webhook' % alertname, lambda: (r.alerts(PAGE, alertname, 'firing') or [None])[0], 90)
     if alert['labels'] != want_labels:
         fail("%s labels:\n got  %s\n want %s" % (alertname, sorted(alert['labels'].items()), sorted(want_labels.items())))
     ann = alert['annotations']
@@ -120,7 +126,7 @@ def expect_page(stack, alertname, want_labels, rule):
     if 'pid %s' % want_labels['pid'] not in ann['description'] or '{{' in ann['description']:
         fail("%s description not rendered for the process: %s" % (alertname, ann['description']))
     print("paged: %s %s\n  %s" % (alertname, json.dumps(alert['labels'], sort_keys=True), ann['description']), flush=True)
-    wait_until('%s at the PagerDuty receiver' % alertname, lambda: [
+    wait_for('%s at the PagerDuty receiver' % alertname, lambda: [
         b for _, b in r.notifications(PAGERDUTY)
         if b.get('event_action') == 'trigger' and alertname in b['payload']['summary']], 30)
     pd = [b for _, b in r.notifications(PAGERDUTY) if alertname in b['payload']['summary']][0]
@@ -134,11 +140,11 @@ def expect_page(stack, alertname, want_labels, rule):
 
 def expect_resolved(stack, alertname, pid, still_running):
     r = stack.receiver
-    t, alert = wait_until('%s resolved at the webhook' % alertname, lambda: next(
+    t, alert = wait_for('%s resolved at the webhook' % alertname, lambda: next(
         ((t, a) for t, a in r.alerts(PAGE, alertname, 'resolved') if a['labels']['pid'] == str(pid)), None), 120)
     if not still_running():
         fail("%s resolved only after the faulty process exited: the fault stopping did not resolve it" % alertname)
-    wait_until('%s resolve at the PagerDuty receiver' % alertname, lambda: [
+    wait_for('%s resolve at the PagerDuty receiver' % alertname, lambda: [
         b for _, b in r.notifications(PAGERDUTY)
         if b.get('event_action') == 'resolve' and alertname in b['payload']['summary']], 30)
     print("resolved: %s (pid %s), PagerDuty resolve received" % (alertname, pid), flush=True)
@@ -150,7 +156,7 @@ def gpu_phase(stack, agent, libcuda, rules, base):
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         pid = int(fault.stdout.readline().split('pid=')[1])
-        ident = wait_until('agent sees the GPU process', lambda: process_labels(agent, 'gpu_memory_fragmentation_ratio', pid), 20)
+        ident = wait_for('agent sees the GPU process', lambda: process_labels(agent, 'gpu_memory_fragmentation_ratio', pid), 20)
         start = time.time()
         expect_page(stack, 'VigilGpuFragmentationGraphFailures', dict(base, **ident, **rules['VigilGpuFragmentationGraphFailures']['labels'],
                                                                     alertname='VigilGpuFragmentationGraphFailures'),
@@ -175,10 +181,10 @@ def tcp_phase(stack, agent, bulk, rules, base):
                                    NCCL_LIB, B_ADDR, '5301'], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             pid = int(client.stdout.readline().split('pid=')[1].split()[0])
-            ident = wait_until('risk gauge for the NCCL process', lambda: process_labels(agent, 'nccl_tcp_timeout_risk_ratio', pid), 20)
+            ident = wait_for('risk gauge for the NCCL process', lambda: process_labels(agent, 'nccl_tcp_timeout_risk_ratio', pid), 20)
             # The gauge in Prometheus, not only in the agent: a query that finds nothing is not a 0.
-            risk = wait_until('risk gauge for the NCCL process in Prometheus',
-                              lambda: stack.query('nccl_tcp_timeout_risk_ratio{pid="%d"}' % pid), 10)
+            risk = wait_for('risk gauge for the NCCL process in Prometheus',
+                            lambda: stack.query('nccl_tcp_timeout_risk_ratio{pid="%d"}' % pid), 10)
             if len(risk) != 1 or float(risk[0]['value'][1]) != 0:
                 fail("risk before the blackhole: %s" % risk)
             nets.nft(nets.b, 100)
@@ -239,14 +245,14 @@ def main():
                 with open(os.path.join(stack.dir, 'rules.yaml')) as f:
                     rules = {r['alert']: r for g in yaml.safe_load(f)['groups'] for r in g['rules'] if 'alert' in r}
                 began = time.time()
-                wait_until('both targets up', lambda: stack.targets_up(['vigil-agent', 'vigil-worker']), 30)
+                wait_for('both targets up', lambda: stack.targets_up(['vigil-agent', 'vigil-worker']), 30)
                 base = {'cluster': 'e2e', 'node': 'e2e-node', 'instance': '127.0.0.1:%d' % agent.port}
                 gpu_phase(stack, agent, args.libcuda, rules, base)
                 tcp_phase(stack, agent, args.tcp_bulk, rules, base)
                 if worker.requests == 0:
                     fail("no completion succeeded during the run: the serving metrics would be empty")
                 if args.dashboards:
-                    from dashboards_check import check_dashboards
+                    from vigil_harness.dashboard_queries import check_dashboards
                     check_dashboards(stack, args.dashboards, began, time.time(), args.render_to,
                                      nonzero_rows=[COST_ROW])
     finally:

@@ -11,7 +11,10 @@ import tempfile
 import time
 import urllib.request
 
-from stack import Receiver, alertmanager_config, fail, free_port, http_get, wait_until
+from vigil_harness.fail import fail
+from vigil_harness.ports import free_port
+from vigil_harness.stack import Receiver, alertmanager_config, http_get
+from vigil_harness.wait import wait_for
 
 WORKER = {'cluster': 'c1', 'namespace': 'inference', 'job': 'vigil-worker', 'pod': 'vigil-worker-0', 'instance': '10.0.0.5:8080'}
 AGENT = {'cluster': 'c1', 'node': 'gpu-1', 'instance': '10.0.1.1:9435'}
@@ -59,7 +62,7 @@ def main():
                 return http_get('http://127.0.0.1:%d/-/ready' % port) is not None
             except OSError:
                 return False
-        wait_until('alertmanager ready', ready, 30)
+        wait_for('alertmanager ready', ready, 30)
         now = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(time.time() - 60))
 
         def post(alerts):
@@ -72,7 +75,7 @@ def main():
         # a target posted in the same batch as its source may be notified before the source is seen.
         sources = [l for l, _ in CASES if l['alertname'] in ('VigilWorkerDown', 'VigilAgentDown', 'VigilNcclTcpTimeoutRiskHigh')]
         post(sources)
-        wait_until('sources active', lambda: len(json.loads(http_get('http://127.0.0.1:%d/api/v2/alerts' % port))) == len(sources), 10, 0.1)
+        wait_for('sources active', lambda: len(json.loads(http_get('http://127.0.0.1:%d/api/v2/alerts' % port))) == len(sources), 10, 0.1)
         post([l for l, _ in CASES if l not in sources])
 
         def key(labels):
@@ -82,7 +85,7 @@ def main():
         def notified():
             got = {key(a['labels']) for _, _, b in receiver.got if b.get('alerts') for a in b['alerts']}
             return got if want_notified <= got else None
-        got = wait_until('every uninhibited alert notified', notified, 30)
+        got = wait_for('every uninhibited alert notified', notified, 30)
         time.sleep(3)  # two more group intervals: an inhibited alert that leaks would arrive by now
         got = {key(a['labels']) for _, _, b in receiver.got if b.get('alerts') for a in b['alerts']}
         state = {key(a['labels']): a['status'] for a in json.loads(http_get('http://127.0.0.1:%d/api/v2/alerts' % port))}

@@ -22,10 +22,10 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, '..', 'agent'))
-from harness import Agent, mapped_path, require_root, select, wait_attached  # noqa: E402
-from stack import Stack, fail, wait_until  # noqa: E402
+from vigil_harness.agent import Agent, mapped_path, select, wait_attached
+from vigil_harness.fail import fail, require_root
+from vigil_harness.stack import Stack
+from vigil_harness.wait import wait_for
 
 NRANKS = 4
 COMMS_PER_PROCESS = 64  # NCCL_COMMS_PER_PROCESS, bpf/nccl_events.h
@@ -117,8 +117,8 @@ def check_ids(agent, ranks, unique_id):
 
 def wait_page(stack, since, rank, state, budget):
     """The first page for ALERT after SINCE; it must name RANK in STATE, and no other alert."""
-    got = wait_until('%s paging for rank %d (%s)' % (ALERT, rank.rank, state),
-                     lambda: page_alerts(stack, 'firing', since), budget + 30)
+    got = wait_for('%s paging for rank %d (%s)' % (ALERT, rank.rank, state),
+                   lambda: page_alerts(stack, 'firing', since), budget + 30)
     took = time.time() - since
     names = sorted({(a['labels'].get('rank'), a['labels'].get('state'), a['labels'].get('pid')) for a in got})
     print("paged after %.1f s (budget %.1f s): %s" % (took, budget, names))
@@ -154,7 +154,7 @@ def main():
                        'static_configs': [{'targets': ['127.0.0.1:%d' % agent.port],
                                            'labels': {'cluster': 'e2e', 'node': 'e2e-node'}}]}]
             with Stack(scrape, RULE_OVERRIDES) as stack:
-                wait_until('agent target up', lambda: stack.targets_up(['vigil-agent']), 30)
+                wait_for('agent target up', lambda: stack.targets_up(['vigil-agent']), 30)
                 for r in ranks:
                     r.send('loop')
                 time.sleep(WAIT_S + 2)  # running longer than the threshold: nobody is named
@@ -175,7 +175,7 @@ def main():
 
                 since = time.time()
                 os.kill(stopped.pid, signal.SIGCONT)
-                wait_until('%s resolved after SIGCONT' % ALERT, lambda: page_alerts(stack, 'resolved', since), 30)
+                wait_for('%s resolved after SIGCONT' % ALERT, lambda: page_alerts(stack, 'resolved', since), 30)
                 print("resolved %.1f s after SIGCONT" % (time.time() - since))
 
                 killed = ranks[KILLED]

@@ -27,6 +27,8 @@ import tempfile
 import threading
 import time
 
+from vigil_harness.worker_client import call
+
 BINARY, MODEL = sys.argv[1], sys.argv[2]
 IDLE = 600
 PROBES = 5
@@ -89,10 +91,7 @@ def probe(port, source="127.0.0.1"):
     """/health on a fresh connection from `source`: (status or the error, seconds)."""
     t0 = time.monotonic()
     try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1.0, source_address=(source, 0))
-        conn.request("GET", "/health")
-        status = conn.getresponse().status
-        conn.close()
+        status = call(port, "GET", "/health", timeout=1.0, source=source)[0]
     except (OSError, http.client.HTTPException) as e:
         status = type(e).__name__
     return status, time.monotonic() - t0
@@ -101,13 +100,9 @@ def probe(port, source="127.0.0.1"):
 def stream(port):
     """A streaming completion on a fresh connection: (text, ended with [DONE]) or the error."""
     try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        conn.request("POST", "/v1/completions", body=json.dumps(
-            {"prompt": "The capital of France is", "max_tokens": 8, "stream": True, "temperature": 0}),
-            headers={"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        raw = resp.read().decode()
-        conn.close()
+        _, _, raw = call(port, "POST", "/v1/completions", {"prompt": "The capital of France is", "max_tokens": 8,
+                                                           "stream": True, "temperature": 0}, timeout=60)
+        raw = raw.decode()
     except (OSError, http.client.HTTPException) as e:
         return type(e).__name__, False
     events = [b[6:] for b in raw.split("\n\n") if b.startswith("data: ")]
@@ -120,10 +115,7 @@ def flood(port, stop, answers):
     body = json.dumps({"prompt": "hello world " * 87000, "max_tokens": 1})
     while not stop.is_set():
         try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-            conn.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
-            answers.append(conn.getresponse().status)
-            conn.close()
+            answers.append(call(port, "POST", "/v1/completions", body, timeout=60)[0])
         except (OSError, http.client.HTTPException) as e:
             answers.append(type(e).__name__)
 

@@ -9,7 +9,6 @@ keeps serving.
 usage: lora_e2e.py VIGIL_WORKER MODEL MAKE_LORA
 """
 import concurrent.futures
-import http.client
 import json
 import os
 import re
@@ -18,6 +17,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+
+from vigil_harness import worker_client
+from vigil_harness.worker_client import metric
 
 BINARY, MODEL, MAKE_LORA = sys.argv[1], sys.argv[2], sys.argv[3]
 TMP = tempfile.mkdtemp(prefix="vigil-lora-e2e-")
@@ -37,13 +39,9 @@ def make_lora(name, *args):
 
 
 def call(port, method, path, body=None):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    data = json.dumps(body) if isinstance(body, (dict, list)) else body
-    conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
-    resp = conn.getresponse()
-    raw = resp.read()
-    conn.close()
-    return resp.status, raw.decode()
+    """Status and body text: what every check here reads."""
+    status, _, raw = worker_client.call(port, method, path, body)
+    return status, raw.decode()
 
 
 def error_of(raw):
@@ -58,14 +56,6 @@ def greedy(port, model, prompt):
                        {"model": model, "prompt": prompt, "max_tokens": 12, "temperature": 0, "ignore_eos": True})
     assert status == 200, (status, raw)
     return json.loads(raw)["choices"][0]["text"]
-
-
-def metric(port, series):
-    _, raw = call(port, "GET", "/metrics")
-    for line in raw.splitlines():
-        if line.startswith(series + " "):
-            return float(line.split()[1])
-    return None
 
 
 def main():

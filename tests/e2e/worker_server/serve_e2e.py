@@ -1,13 +1,12 @@
 #!/usr/bin/env python3
-"""vigil-worker serve end to end: the real binary and model over loopback, driven by a standard-
-library client. Covers streaming and not, 32 concurrent requests equal to the same requests run
-alone (greedy), every error status the API promises, cancellation by disconnect (KV blocks come
+"""vigil-worker serve end to end: the real binary and model over loopback, driven by the tests'
+worker client (vigil_harness.worker_client). Covers streaming and not, 32 concurrent requests
+equal to the same requests run alone (greedy), every error status the API promises, cancellation by disconnect (KV blocks come
 back), config errors, and SIGTERM draining (finish in-flight work, exit 0; cut it after the grace).
 
 usage: serve_e2e.py VIGIL_WORKER MODEL
 """
 import concurrent.futures
-import http.client
 import base64
 import json
 import os
@@ -19,6 +18,9 @@ import sys
 import tempfile
 import threading
 import time
+
+from vigil_harness import worker_client
+from vigil_harness.worker_client import call, metric
 
 BINARY, MODEL = sys.argv[1], sys.argv[2]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -61,59 +63,11 @@ class Server:
         return self.proc.wait(timeout=60)
 
 
-def call(port, method, path, body=None, headers=None, timeout=120):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    data = json.dumps(body) if isinstance(body, (dict, list)) else body
-    conn.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
-    resp = conn.getresponse()
-    raw = resp.read()
-    conn.close()
-    return resp.status, {k.lower(): v for k, v in resp.getheaders()}, raw
-
-
-def sse(raw):
-    """The JSON events of an SSE body; asserts the stream ends with [DONE]."""
-    events, done = [], False
-    for block in raw.decode().split("\n\n"):
-        if not block:
-            continue
-        assert block.startswith("data: "), block
-        data = block[6:]
-        if data == "[DONE]":
-            done = True
-        else:
-            assert not done, "event after [DONE]"
-            events.append(json.loads(data))
-    assert done, "stream did not end with [DONE]"
-    return events
-
-
 def complete(port, body):
-    """Text, finish reason and usage of a completion, streamed or not (the shapes differ)."""
-    status, headers, raw = call(port, "POST", "/v1/chat/completions" if "messages" in body else "/v1/completions", body)
-    assert status == 200, (status, raw)
-    chat = "messages" in body
-    if not body.get("stream"):
-        j = json.loads(raw)
-        c = j["choices"][0]
-        return (c["message"]["content"] if chat else c["text"]), c["finish_reason"], j["usage"]
-    assert headers["content-type"] == "text/event-stream"
-    text, finish, usage = "", None, None
-    for e in sse(raw):
-        if e.get("usage"):
-            usage = e["usage"]
-        for c in e["choices"]:
-            text += (c["delta"].get("content") or "") if chat else c["text"]
-            finish = c["finish_reason"] or finish
-    return text, finish, usage
-
-
-def metric(port, name):
-    _, _, raw = call(port, "GET", "/metrics")
-    for line in raw.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
+    """Text, finish reason and usage of a completion that must succeed, streamed or not."""
+    c = worker_client.complete(port, body)
+    assert c.status == 200, (c.status, c.raw)
+    return c.text, c.finish_reason, c.usage
 
 
 def wait_for(what, f, limit=30.0):

@@ -7,8 +7,6 @@ output head); a stopped peer must end in a reported timeout and exit 3 on both s
 usage: tp_e2e.py VIGIL_WORKER MODEL
 """
 import concurrent.futures
-import http.client
-import json
 import os
 import re
 import shutil
@@ -18,6 +16,9 @@ import sys
 import tempfile
 import threading
 import time
+
+from vigil_harness import worker_client
+from vigil_harness.worker_client import metric
 
 BINARY, MODEL = sys.argv[1], sys.argv[2]
 TMP = tempfile.mkdtemp(prefix="vigil-tp-e2e-")
@@ -71,29 +72,10 @@ def group(store):
     return r0, r1
 
 
-def complete(port, body, timeout=240):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    conn.request("POST", "/v1/chat/completions" if "messages" in body else "/v1/completions", json.dumps(body),
-                 {"Content-Type": "application/json"})
-    resp = conn.getresponse()
-    raw = resp.read()
-    conn.close()
-    if resp.status != 200:
-        return resp.status, raw.decode(errors="replace"), None
-    j = json.loads(raw)
-    c = j["choices"][0]
-    return 200, c["message"]["content"] if "messages" in body else c["text"], j["usage"]
-
-
-def metric(port, name):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    conn.request("GET", "/metrics")
-    raw = conn.getresponse().read().decode()
-    conn.close()
-    for line in raw.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
+def complete(port, body):
+    """(200, text, usage), or (status, the error body, None)."""
+    c = worker_client.complete(port, body, timeout=240)
+    return c.status, c.text if c.status == 200 else c.raw.decode(errors="replace"), c.usage
 
 
 def exit_code(p, limit):

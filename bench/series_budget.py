@@ -2,7 +2,7 @@
 """The agent's series budget on a crowded node, on the real kernel: what a node costs in the TSDB.
 
 One agent (all probe sets) watches, for --seconds:
-  - --gpu-procs stand-in CUDA workloads (tests/agent/cuda_workload on the stand-in libcuda), spread
+  - --gpu-procs stand-in CUDA workloads (tests/standins/cuda_workload on the stand-in libcuda), spread
     over --gpus device ordinals, alive throughout;
   - --tcp-procs processes each holding a TCP connection across a veth pair between two network
     namespaces, of which --lossy send bulk data through 5 % nftables loss (they retransmit);

@@ -16,7 +16,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$py" "$root/tests/e2e/alerting/alerting_e2e.py" \
   "$build/agent/vigil-agent" "$build/worker/vigil-worker" "$root/models/SmolLM2-135M-Instruct.Q4_1.gguf" \
-  "$build/tests/agent/fake_cuda/libcuda.so.1" "$build/tests/agent/tcp_bulk" \
+  "$build/tests/standins/fake_cuda/libcuda.so.1" "$build/tests/standins/tcp_bulk" \
   --dashboards "$root/dashboards/generated" --render-to "$tmp"
 for png in "$tmp"/*.png; do
   [[ $(basename "$png") == vigil-fleet.png ]] || cp "$png" "$root/docs/dashboards/"

@@ -2,7 +2,7 @@
 """Records the real vigil-agent's /metrics for the fleet simulator (bench/fleet/simulate.py).
 
 One agent watches two stand-in workloads, as the alerting test does (tests/e2e/alerting):
-  - a GPU process on the stand-in libcuda (tests/agent/fake_libcuda.c) making mostly large
+  - a GPU process on the stand-in libcuda (tests/standins/fake_libcuda.c) making mostly large
     allocations with successful graph launches; at the fault, 1 KiB allocations only while its
     cuGraphLaunch calls fail (the fragmentation + graph-failure P1);
   - an NCCL process (the real libnccl.so.2) streaming over a veth pair between two network

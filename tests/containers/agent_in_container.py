@@ -24,7 +24,7 @@ container with a network namespace of its own:
   (a capability it could do without fails the test: it should not ship).
 
 usage: agent_in_container.py MODEL_DIR CUDA_WORKLOAD FAKE_LIBCUDA
-       (root, podman; images from images/build.sh; the workload and stand-in driver from tests/agent)"""
+       (root, podman; images from images/build.sh; the workload and stand-in driver from tests/standins)"""
 import json
 import os
 import signal

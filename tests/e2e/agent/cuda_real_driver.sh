@@ -13,4 +13,4 @@ command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null || { echo "FAIL: no
 lib=$(ldconfig -p | awk '/libcuda\.so\.1 /{print $NF; exit}')
 [[ -n $lib ]] || { echo "FAIL: the real libcuda.so.1 is not in the ldconfig cache"; exit 1; }
 PYTHONPATH="$here/../../../pylib" VIGIL_CUDA_LIBDIR=$(dirname "$(readlink -f "$lib")") \
-  python3 "$here/cuda_driver.py" "$build/agent/vigil-agent" "$build/tests/agent/cuda_workload"
+  python3 "$here/cuda_driver.py" "$build/agent/vigil-agent" "$build/tests/standins/cuda_workload"

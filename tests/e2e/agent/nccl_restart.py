@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A restart of the agent loses no NCCL accounting (#29 item 1, the nccl and collective sets). Four
-ranks on the stand-in libnccl.so.2 (tests/agent/fake_libnccl.c) initialise one communicator under
+ranks on the stand-in libnccl.so.2 (tests/standins/fake_libnccl.c) initialise one communicator under
 the first agent and run batches of collectives; the agent is stopped with SIGTERM, then with SIGKILL,
 a batch runs while no agent runs (only the pinned links see it), a new agent starts on the same pins
 and another batch runs beside the previous agent's links (until it releases them). After each

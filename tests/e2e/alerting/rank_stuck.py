@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Which rank is stuck, end to end (issue #34): four ranks on the stand-in libnccl.so.2
-(tests/agent/fake_libnccl.c: a collective completes when every rank has entered it), initialised
+(tests/standins/fake_libnccl.c: a collective completes when every rank has entered it), initialised
 with one ncclUniqueId that this test draws, ranks 0-2 through ncclCommInitRank and rank 3 through
 ncclCommInitRankConfig. The agent's view is scraped by a real Prometheus running the mixin's rules
 (windows shortened), alerting a real Alertmanager whose receivers are this test's webhook.

@@ -1,6 +1,7 @@
-// Which forward backend `serve` runs, from the config's `backend:` section.
+// Which forward backend a verb runs: serve's `backend:` section, generate's and bench's --backend.
 #pragma once
 
+#include <string_view>
 #include <vector>
 
 namespace vigil {
@@ -23,5 +24,7 @@ struct BackendConfig {
 };
 
 const char* backend_kind_name(BackendKind kind);
+// "cpu" or "cuda" to its kind; false for any other name.
+bool parse_backend_kind(std::string_view name, BackendKind& kind);
 
 }  // namespace vigil

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -56,6 +55,13 @@ struct GraphStats {
   uint64_t fallback_failed_bucket = 0; // ... because its bucket's graph failed before
 };
 
+// What a backend runs on, as vigil_worker_info's labels and the verbs' start-up lines say it.
+struct BackendDevice {
+  std::string kind;         // "cpu", "cuda"
+  std::string kernel_path;  // the CPU kernel path ("avx512-vnni", "avx2", "scalar"), or the GPU's matmul
+  std::string cpu_model;    // the host CPU's model name; empty for a GPU backend
+};
+
 class ForwardBackend {
  public:
   virtual ~ForwardBackend() = default;
@@ -69,6 +75,7 @@ class ForwardBackend {
 
   virtual bool supports_lora() const = 0;
   virtual std::string describe() const = 0;  // e.g. "cpu avx512-vnni, 2 threads"
+  virtual BackendDevice device() const = 0;
   // The allocator holding the KV cache; safe from any thread.
   virtual AllocatorStats allocator_stats() const = 0;
   // Where LoRA adapters' tensor data is held; empty: the heap.
@@ -76,9 +83,5 @@ class ForwardBackend {
   // Decode-graph counters; nullopt for a backend without graphs. Engine thread only.
   virtual std::optional<GraphStats> graph_stats() const { return std::nullopt; }
 };
-
-// Builds the backend for an engine; set by `serve` from the config. Throws std::runtime_error
-// naming the problem (no device, unsupported model) when the backend cannot start.
-using BackendFactory = std::function<std::unique_ptr<ForwardBackend>(const LlamaModel&, const BackendShape&)>;
 
 }  // namespace vigil

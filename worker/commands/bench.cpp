@@ -9,13 +9,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.h"
 #include "backend/kv_blocks.h"
-#include "kernels/cpu/cpu_info.h"
-#include "kernels/cpu/matmul.h"
+#include "backend/select/backend_select.h"
 
 namespace vigil {
 namespace {
@@ -25,36 +25,40 @@ using Clock = std::chrono::steady_clock;
 struct BenchOptions {
   std::string model;
   int threads = 2, prompt = 512, gen = 128, seqs = 8, batch = 512, reps = 3;
+  BackendConfig backend;
 };
 
-// Read bandwidth with the same threads the kernels use: each thread sums its share of a buffer far
-// larger than the caches (the weights of a decode step stream from memory the same way).
-double read_bandwidth_gbs(ThreadPool& pool) {
+// Host read bandwidth with as many threads as the kernels use: each thread sums its share of a
+// buffer far larger than the caches (the weights of a CPU decode step stream from memory the same way).
+double read_bandwidth_gbs(int threads) {
   constexpr size_t kBytes = size_t{1} << 30;
-  constexpr int kChunks = 64;
   std::vector<uint64_t> buf(kBytes / sizeof(uint64_t), 1);
-  std::vector<uint64_t> sums(kChunks);
+  std::vector<uint64_t> sums(static_cast<size_t>(threads));
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
     auto t0 = Clock::now();
-    pool.parallel_for(kChunks, [&](int chunk, int) {
-      const size_t n = buf.size() / kChunks;
-      const uint64_t* p = buf.data() + static_cast<size_t>(chunk) * n;
-      uint64_t a = 0, b = 0, c = 0, d = 0;
-      for (size_t i = 0; i < n; i += 4) {
-        a += p[i];
-        b += p[i + 1];
-        c += p[i + 2];
-        d += p[i + 3];
-      }
-      sums[static_cast<size_t>(chunk)] = a + b + c + d;
-    });
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t)
+      workers.emplace_back([&, t] {
+        const size_t n = buf.size() / static_cast<size_t>(threads) / 4 * 4;
+        const uint64_t* p = buf.data() + static_cast<size_t>(t) * n;
+        uint64_t a = 0, b = 0, c = 0, d = 0;
+        for (size_t i = 0; i < n; i += 4) {
+          a += p[i];
+          b += p[i + 1];
+          c += p[i + 2];
+          d += p[i + 3];
+        }
+        sums[static_cast<size_t>(t)] = a + b + c + d;
+      });
+    for (auto& w : workers) w.join();
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     best = std::max(best, static_cast<double>(kBytes) / s / 1e9);
   }
   uint64_t total = 0;
   for (uint64_t v : sums) total += v;
-  if (total != buf.size()) std::fprintf(stderr, "bench: bandwidth checksum mismatch\n");
+  if (total != buf.size() / static_cast<size_t>(threads) / 4 * 4 * static_cast<size_t>(threads))
+    std::fprintf(stderr, "bench: bandwidth checksum mismatch\n");
   return best;
 }
 
@@ -70,6 +74,9 @@ int32_t token_at(int i, int n_vocab) { return static_cast<int32_t>((i * 7919 + 1
 
 int bench_command(int argc, char** argv) {
   BenchOptions o;
+  constexpr const char* kUsage =
+      "usage: vigil-worker bench -m MODEL [-t threads] [-p prompt] [-n gen] [-s seqs] [-b batch] [-r reps] "
+      "[--backend cpu|cuda] [--device N]\n";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (i + 1 >= argc) {
@@ -77,6 +84,13 @@ int bench_command(int argc, char** argv) {
       return 2;
     }
     const char* v = argv[++i];
+    if (a == "--backend") {
+      if (!parse_backend_kind(v, o.backend.kind)) {
+        std::fprintf(stderr, "vigil-worker bench: --backend: '%s' is not cpu or cuda\n", v);
+        return 2;
+      }
+      continue;
+    }
     int n = std::atoi(v);
     if (a == "-m") o.model = v;
     else if (a == "-t") o.threads = n;
@@ -85,13 +99,12 @@ int bench_command(int argc, char** argv) {
     else if (a == "-s") o.seqs = n;
     else if (a == "-b") o.batch = n;
     else if (a == "-r") o.reps = n;
+    else if (a == "--device") o.backend.cuda.device = n;
     else {
-      std::fprintf(stderr,
-                   "usage: vigil-worker bench -m MODEL [-t threads] [-p prompt] [-n gen] [-s seqs] "
-                   "[-b batch] [-r reps]\n");
+      std::fputs(kUsage, stderr);
       return 2;
     }
-    if (a != "-m" && n <= 0) {
+    if (a != "-m" && a != "--device" && n <= 0) {
       std::fprintf(stderr, "vigil-worker bench: %s must be a positive integer\n", a.c_str());
       return 2;
     }
@@ -107,7 +120,13 @@ int bench_command(int argc, char** argv) {
   const int per_seq = std::max(o.prompt, 8 + o.gen);
   const int n_blocks = (per_seq + block - 1) / block * std::max(1, o.seqs) + 1;
   const int max_batch = std::max({o.batch, o.seqs, 1});
-  CpuBackend backend(*model, BackendShape{max_batch, max_batch, per_seq, n_blocks, block, o.threads});
+  std::unique_ptr<ForwardBackend> backend;
+  try {
+    backend = make_backend(o.backend, *model, BackendShape{max_batch, max_batch, per_seq, n_blocks, block, o.threads});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vigil-worker bench: --backend %s: %s\n", backend_kind_name(o.backend.kind), e.what());
+    return 1;
+  }
   KvBlockAllocator blocks(n_blocks);
   std::vector<BatchToken> batch;
 
@@ -121,7 +140,7 @@ int bench_command(int argc, char** argv) {
       batch.clear();
       for (int i = start; i < std::min(o.prompt, start + o.batch); ++i)
         batch.push_back({token_at(i, hp.n_vocab), i, &seq, i + 1 == o.prompt});
-      backend.forward(batch);
+      backend->forward(batch);
     }
     pp.push_back(o.prompt / std::chrono::duration<double>(Clock::now() - t0).count());
     blocks.release(seq);
@@ -134,14 +153,14 @@ int bench_command(int argc, char** argv) {
     for (int s = 0; s < n_seqs; ++s) {
       batch.clear();
       for (int i = 0; i < 8; ++i) batch.push_back({token_at(i + s, hp.n_vocab), i, &seqs[s], i == 7});
-      backend.forward(batch);
+      backend->forward(batch);
     }
     auto t0 = Clock::now();
     for (int step = 0; step < o.gen; ++step) {
       batch.clear();
       for (int s = 0; s < n_seqs; ++s)
         batch.push_back({token_at(step * 31 + s, hp.n_vocab), 8 + step, &seqs[s], true, nullptr, true});
-      backend.forward(batch);
+      backend->forward(batch);
     }
     double tps = static_cast<double>(n_seqs) * o.gen / std::chrono::duration<double>(Clock::now() - t0).count();
     for (auto& s : seqs) blocks.release(s);
@@ -151,13 +170,13 @@ int bench_command(int argc, char** argv) {
   for (int r = 0; r < o.reps; ++r) tg.push_back(decode(1));
   for (int r = 0; r < o.reps; ++r) tgb.push_back(decode(o.seqs));
 
-  ThreadPool pool(o.threads);
-  const double gbs = read_bandwidth_gbs(pool);
+  const double gbs = read_bandwidth_gbs(o.threads);
+  const BackendDevice device = backend->device();
   std::printf(
-      "{\"engine\": \"vigil\", \"cpu\": \"%s\", \"kernels\": \"%s\", \"threads\": %d, \"pp_tokens\": %d, \"pp_tps\": %.2f, "
+      "{\"engine\": \"vigil\", \"backend\": \"%s\", \"cpu\": \"%s\", \"kernels\": \"%s\", \"threads\": %d, \"pp_tokens\": %d, \"pp_tps\": %.2f, "
       "\"tg_tokens\": %d, \"tg_tps\": %.2f, \"batch_seqs\": %d, \"batch_tg_tps\": %.2f, \"weight_bytes\": %llu, "
       "\"read_gbs\": %.2f, \"tg_bound_tps\": %.2f}\n",
-      cpu_model_name().c_str(), std::string(cpu_kernel_path()).c_str(), o.threads, o.prompt, median(pp), o.gen, median(tg), o.seqs,
+      device.kind.c_str(), device.cpu_model.c_str(), device.kernel_path.c_str(), o.threads, o.prompt, median(pp), o.gen, median(tg), o.seqs,
       median(tgb), static_cast<unsigned long long>(model->weight_bytes()), gbs,
       gbs * 1e9 / static_cast<double>(model->weight_bytes()));
   return 0;

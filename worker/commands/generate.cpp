@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -10,10 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/select/backend_select.h"
 #include "engine/generator.h"
-#include "kernels/cpu/cpu_info.h"
-#include "kernels/cpu/matmul.h"
 #include "model/chat_template.h"
 #include "model/llama_model.h"
 #include "model/unicode.h"
@@ -36,6 +35,8 @@ constexpr const char* kUsage =
     "  --seed S                  random seed (default 0)\n"
     "  --stop TEXT               stop string (repeatable)\n"
     "  --ignore-eos              keep generating past end-of-generation tokens\n"
+    "  --backend cpu|cuda        forward backend (default cpu)\n"
+    "  --device N                CUDA device (default 0)\n"
     "  -t, --threads N           CPU threads (default: all cores)\n"
     "  -c, --ctx N               context length (default: prompt + max tokens)\n"
     "  -b, --batch N             prefill chunk size (default 512)\n"
@@ -46,6 +47,7 @@ struct Options {
   bool chat = false, print_tokens = false;
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   int ctx = 0, batch = 512;
+  BackendConfig backend;
   GenerateOptions gen;
 };
 
@@ -93,6 +95,10 @@ Options parse(int argc, char** argv) {
     else if (a == "--penalty-last-n") o.gen.sampling.penalty_last_n = parse_number<int>(a, value());
     else if (a == "--seed") o.gen.sampling.seed = parse_number<uint64_t>(a, value());
     else if (a == "--stop") o.gen.stop.emplace_back(value());
+    else if (a == "--backend") {
+      const std::string name = value();
+      if (!parse_backend_kind(name, o.backend.kind)) usage_error(a + ": '" + name + "' is not cpu or cuda");
+    } else if (a == "--device") o.backend.cuda.device = parse_number<int>(a, value());
     else if (a == "-t" || a == "--threads") o.threads = parse_number<int>(a, value());
     else if (a == "-c" || a == "--ctx") o.ctx = parse_number<int>(a, value());
     else if (a == "-b" || a == "--batch") o.batch = parse_number<int>(a, value());
@@ -142,11 +148,17 @@ int generate_command(int argc, char** argv) {
   const int n_blocks = (n_ctx + kBlockSize - 1) / kBlockSize;
   const BackendShape shape{std::min(o.batch, std::max(1, static_cast<int>(prompt.size()))), 1, n_ctx, n_blocks,
                            kBlockSize, o.threads};
-  CpuBackend backend(*model, shape);
+  std::unique_ptr<ForwardBackend> backend;
+  try {
+    backend = make_backend(o.backend, *model, shape);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vigil-worker generate: --backend %s: %s\n", backend_kind_name(o.backend.kind), e.what());
+    return 1;
+  }
   KvBlockAllocator blocks(n_blocks);
-  Generator generator(backend, shape, *model, blocks, vocab);
-  std::fprintf(stderr, "vigil-worker: kernels %s on %s, %d threads, %zu prompt tokens, ctx %d\n",
-               std::string(cpu_kernel_path()).c_str(), cpu_model_name().c_str(), o.threads, prompt.size(), n_ctx);
+  Generator generator(*backend, shape, *model, blocks, vocab);
+  std::fprintf(stderr, "vigil-worker: %s, %zu prompt tokens, ctx %d\n", backend->describe().c_str(), prompt.size(),
+               n_ctx);
 
   GenerateResult r;
   try {
@@ -170,7 +182,7 @@ int generate_command(int argc, char** argv) {
                "%.1f tok/s; start to first token %.1f ms; finish: %s\n",
                prompt.size(), r.prefill_seconds * 1e3, static_cast<double>(prompt.size()) / r.prefill_seconds,
                r.tokens.size(), n_decode > 0 ? n_decode / r.decode_seconds : 0.0, ttft * 1e3,
-               r.finish_reason.c_str());
+               finish_reason_name(r.finish));
   if (o.print_tokens) {
     std::fputs("tokens:", stderr);
     for (int32_t t : r.tokens) std::fprintf(stderr, " %d", t);

@@ -13,8 +13,6 @@
 
 #include "backend/select/backend_select.h"
 #include "commands/serve_tp.h"
-#include "kernels/cpu/cpu_info.h"
-#include "kernels/cpu/matmul.h"
 #include "model/llama_model.h"
 #include "model/vocab.h"
 #include "server/engine_service.h"
@@ -187,43 +185,39 @@ int serve_command(int argc, char** argv) {
   const std::string name = config.server.model_name.empty()
                                ? std::filesystem::path(o.model).filename().string()
                                : config.server.model_name;
-  const std::string kernels(cpu_kernel_path());
-  std::unique_ptr<TpGroup> tp;
   if (o.tp.world > 1 && config.backend.kind != BackendKind::kCpu) {
     std::fprintf(stderr, "vigil-worker serve: --tp: tensor parallelism runs on the CPU backend only (backend.kind: %s)\n",
                  backend_kind_name(config.backend.kind));
     return 2;
   }
+  std::unique_ptr<TpGroup> tp;
   if (o.tp.world > 1) {
     tp = std::make_unique<TpGroup>(o.tp, *model, config.engine);
     if (!tp->leader()) return tp->follow(*model, config.engine);
   }
-  WorkerMetrics metrics(name, VIGIL_VERSION, kernels, backend_kind_name(config.backend.kind), cpu_model_name());
-  config.engine.make_backend = make_backend_factory(config.backend);
-  if (tp) {
-    tp->serve(metrics.registry());
-    config.engine.make_backend = tp->backend_factory();
-  }
-  std::unique_ptr<EngineService> backend;
+  std::unique_ptr<ForwardBackend> backend;
   try {
-    backend = std::make_unique<EngineService>(*model, vocab, config.engine, config.server.adapter_dir);
+    backend = make_backend(config.backend, *model, backend_shape(config.engine), tp ? &tp->group() : nullptr);
   } catch (const std::exception& e) {
     // No device, no driver, a build without CUDA: the operator asked for something this host lacks.
     std::fprintf(stderr, "vigil-worker serve: backend.kind: %s: %s\n", backend_kind_name(config.backend.kind),
                  e.what());
     return 1;
   }
-  HttpServer server(*backend, metrics, config.server, name, true);
-  report_step_target(backend->stats().step_target);
+  WorkerMetrics metrics(name, VIGIL_VERSION, backend->device());
+  if (tp) tp->serve(metrics.registry());
+  EngineService service(*model, vocab, config.engine, std::move(backend), config.server.adapter_dir);
+  HttpServer server(service, metrics, config.server, name, true);
+  report_step_target(service.stats().step_target);
   std::fprintf(stderr,
                "vigil-worker: serving %s as '%s' on http://%s:%u (backend %s, %d engine threads, policy %s, "
                "context %d, %d KV blocks of %d)\n",
                o.model.c_str(), name.c_str(), config.server.host.c_str(), server.port(),
-               backend->backend_description().c_str(),
+               service.backend_description().c_str(),
                config.engine.threads, std::string(policy_name(config.engine.policy)).c_str(),
                config.engine.max_context, config.engine.kv_blocks, config.engine.kv_block_size);
   server.run();
-  backend->shutdown();  // before the server: engine events post to its I/O context
+  service.shutdown();  // before the server: engine events post to its I/O context
   if (tp) tp->finish();
   return 0;
 }

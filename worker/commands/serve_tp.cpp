@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "backend/batch_plan.h"
-#include "backend/cpu/cpu_backend.h"
+#include "backend/select/backend_select.h"
 #include "server/serve_config.h"
 
 namespace vigil {
@@ -108,15 +108,9 @@ void TpGroup::serve(prometheus::Registry& registry) {
   tp_.start_heartbeat();
 }
 
-BackendFactory TpGroup::backend_factory() {
-  return [this](const LlamaModel& model, const BackendShape& shape) -> std::unique_ptr<ForwardBackend> {
-    return std::make_unique<CpuBackend>(model, shape, &tp_);
-  };
-}
-
 int TpGroup::follow(const LlamaModel& model, const EngineConfig& e) {
   // The leader's engine shape, checked equal on every rank at the join.
-  CpuBackend backend(model, backend_shape(e), &tp_);
+  const std::unique_ptr<ForwardBackend> backend = make_backend(BackendConfig{}, model, backend_shape(e), &tp_);
   std::vector<int32_t> plan;
   std::vector<BatchToken> batch;
   std::vector<KvSequence> seqs;
@@ -127,7 +121,7 @@ int TpGroup::follow(const LlamaModel& model, const EngineConfig& e) {
       if (m == TensorParallel::Message::kShutdown) return 0;
       if (m != TensorParallel::Message::kBatch) continue;
       decode_batch_plan(plan, batch, seqs);
-      backend.forward(batch);
+      backend->forward(batch);
     }
   } catch (const CollectiveError& err) {
     report(err, options_.rank);

@@ -50,8 +50,8 @@ class TpGroup {
   TpGroup(const TpOptions& options, const LlamaModel& model, const EngineConfig& engine);
 
   bool leader() const { return tp_.leader(); }
-  // Leader: the engine's backend, a CPU backend whose products are split over the group.
-  BackendFactory backend_factory();
+  // The group the CPU backend splits its products over (backend/select's make_backend).
+  TensorParallel& group() { return tp_; }
   // Leader: vigil_worker_collective_* on the worker's registry; the heartbeat starts.
   void serve(prometheus::Registry& registry);
   // Follower: runs the leader's batches until it says shutdown (0) or a collective fails (3).

@@ -1,7 +1,7 @@
 // The serving engine: admits requests, batches every running sequence into one forward pass per
 // step (continuous batching), streams tokens back, and frees everything a request held.
 //
-// One engine thread owns the model context, the KV cache and every sequence; other threads only
+// One engine thread owns the forward backend, the KV cache and every sequence; other threads only
 // hand requests and cancellations over through `incoming_` and `cancelled_` under the mutex.
 #include "engine/engine.h"
 
@@ -9,33 +9,20 @@
 #include <chrono>
 #include <stdexcept>
 
-#include "backend/cpu/cpu_backend.h"
 #include "base/probes.h"
-#include "engine/stop_matcher.h"
-#include "model/unicode.h"
 
 namespace vigil {
 
 using Clock = std::chrono::steady_clock;
 
-const char* finish_reason_name(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
-  }
-  return "unknown";
-}
-
 struct Engine::Sequence {
-  Sequence(uint64_t id_, RequestParams p, EventSink s, int n_vocab)
+  Sequence(uint64_t id_, RequestParams p, EventSink s, const Vocab& vocab, int n_vocab)
       : id(id_), params(std::move(p)), sink(std::move(s)), sampler(params.sampling, n_vocab),
-        stops(params.stop), tokens(params.prompt), n_prompt(static_cast<int>(params.prompt.size())) {}
+        output(vocab, params.stop, params.max_tokens, params.ignore_eos), tokens(params.prompt),
+        n_prompt(static_cast<int>(params.prompt.size())) {}
 
   SchedulingKey key(Clock::time_point now) const {
-    return {id, params.priority, (static_cast<int>(tokens.size()) - n_computed) + (params.max_tokens - n_generated),
+    return {id, params.priority, (static_cast<int>(tokens.size()) - n_computed) + (params.max_tokens - n_generated()),
             std::chrono::duration<double>(now - submitted).count()};
   }
 
@@ -43,12 +30,11 @@ struct Engine::Sequence {
   RequestParams params;
   EventSink sink;
   Sampler sampler;
-  StopMatcher stops;
-  Utf8Streamer utf8;
+  SequenceOutput output;         // its text, its end, the count of generated tokens
   std::vector<int32_t> tokens;  // prompt, then generated: recomputed from here after preemption
   int n_prompt;
   int n_computed = 0;           // positions whose K/V are in the cache
-  int n_generated = 0;
+  int n_generated() const { return output.generated(); }
   KvSequence kv;
   std::shared_ptr<const LoraAdapter> adapter;  // held until the request ends, even if unloaded
   // Cached KV blocks are shared only between sequences of the same adapter (or none).
@@ -60,13 +46,13 @@ struct Engine::Sequence {
 };
 
 Engine::Engine(const LlamaModel& model, const Vocab& vocab, const EngineConfig& config,
-               const AdapterRegistry* adapters)
+               std::unique_ptr<ForwardBackend> backend, const AdapterRegistry* adapters)
     : model_(model),
       vocab_(vocab),
       adapters_(adapters),
       config_(config),
       blocks_(config.kv_blocks),
-      backend_(make_backend(model, config)),
+      backend_(std::move(backend)),
       backend_description_(backend_->describe()),
       policy_(make_policy(config.policy, config.token_budget_aging)) {
   stats_.kv_blocks_total = config.kv_blocks;
@@ -127,12 +113,6 @@ BackendShape backend_shape(const EngineConfig& config) {
           config.kv_blocks, config.kv_block_size, config.threads};
 }
 
-std::unique_ptr<ForwardBackend> Engine::make_backend(const LlamaModel& model, const EngineConfig& config) {
-  const BackendShape shape = backend_shape(config);
-  if (config.make_backend) return config.make_backend(model, shape);
-  return std::make_unique<CpuBackend>(model, shape);
-}
-
 Engine::~Engine() {
   {
     std::lock_guard lock(mu_);
@@ -170,7 +150,7 @@ SubmitResult Engine::submit(RequestParams params, EventSink sink) {
     return {SubmitStatus::kQueueFull, 0, "the queue is full (" + std::to_string(config_.max_waiting) + " waiting)"};
   const uint64_t id = next_id_++;
   VIGIL_PROBE(request_arrive, id, params.prompt.size(), params.priority, params.max_tokens);
-  incoming_.push_back(std::make_unique<Sequence>(id, std::move(params), std::move(sink),
+  incoming_.push_back(std::make_unique<Sequence>(id, std::move(params), std::move(sink), vocab_,
                                                  model_.hparams().n_vocab));
   incoming_.back()->adapter = std::move(adapter);
   wake_.notify_all();
@@ -427,20 +407,17 @@ std::vector<Engine::Sequence*> Engine::sample_tokens(const std::vector<Slice>& p
 
 FinishReason Engine::append_token(Sequence& seq, int32_t token) {
   seq.tokens.push_back(token);
-  if (++seq.n_generated == 1)
+  seq.pending.tokens.push_back(token);
+  const FinishReason reason = seq.output.push(token, seq.pending.text);
+  if (seq.n_generated() == 1)
     VIGIL_PROBE(request_first_token, seq.id,
                 std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - seq.submitted).count());
-  seq.pending.tokens.push_back(token);
-  if (vocab_.is_eog(token) && !seq.params.ignore_eos) return FinishReason::kStop;
-  seq.pending.text += seq.stops.push(seq.utf8.push(vocab_.token_to_piece(token)));
-  if (seq.stops.stopped()) return FinishReason::kStop;
-  if (seq.n_generated >= seq.params.max_tokens) return FinishReason::kLength;
-  return FinishReason::kNone;
+  return reason;
 }
 
 void Engine::stream_pending(Sequence& seq) {
   seq.pending.prompt_tokens = seq.n_prompt;
-  seq.pending.completion_tokens = seq.n_generated;
+  seq.pending.completion_tokens = seq.n_generated();
   if (!seq.reported_queue_time) {
     seq.pending.queue_seconds = std::chrono::duration<double>(Clock::now() - seq.submitted).count();
     seq.reported_queue_time = true;
@@ -475,15 +452,12 @@ void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error
     stats_.kv_blocks_free = blocks_.free_blocks();
   }
   RequestEvent& e = seq.pending;
-  if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
-    e.text += seq.stops.push(seq.utf8.flush());
-    e.text += seq.stops.flush();
-  }
+  if (reason == FinishReason::kStop || reason == FinishReason::kLength) e.text += seq.output.flush();
   e.finish = reason;
   e.error = error;
   e.prompt_tokens = seq.n_prompt;
-  e.completion_tokens = seq.n_generated;
-  VIGIL_PROBE(request_finish, seq.id, static_cast<int>(reason), seq.n_prompt, seq.n_generated);
+  e.completion_tokens = seq.n_generated();
+  VIGIL_PROBE(request_finish, seq.id, static_cast<int>(reason), seq.n_prompt, seq.n_generated());
   if (!seq.reported_queue_time) {
     e.queue_seconds = std::chrono::duration<double>(Clock::now() - seq.submitted).count();
     seq.reported_queue_time = true;

@@ -57,9 +57,6 @@ struct EngineConfig {
   // The most prompt tokens of one request in a step (a fixed chunk, as Sarathi-Serve's); 0: only
   // max_batched_tokens and the target limit it.
   int max_prefill_chunk = 0;
-  // Not from YAML: `serve` builds it from the backend section (and `serve --tp` on the leader rank,
-  // a CPU backend split over the group). Empty: the CPU backend.
-  BackendFactory make_backend;
 };
 
 // The sizes the engine's backend is built for: a step holds up to max_batched_tokens tokens, or
@@ -107,7 +104,9 @@ struct EngineStats {
 class Engine {
  public:
   // `adapters` (may be null: base model only) resolves RequestParams::adapter at submit.
-  Engine(const LlamaModel& model, const Vocab& vocab, const EngineConfig& config,
+  // `backend` was built for backend_shape(config) (backend/select builds it from the config's
+  // backend section); the engine owns it from here.
+  Engine(const LlamaModel& model, const Vocab& vocab, const EngineConfig& config, std::unique_ptr<ForwardBackend> backend,
          const AdapterRegistry* adapters = nullptr);
   ~Engine();  // stops the engine thread; unfinished requests end with kCancelled
   Engine(const Engine&) = delete;
@@ -130,8 +129,6 @@ class Engine {
 
  private:
   struct Sequence;
-  // The backend config.make_backend builds, or the CPU one; throws when it cannot start.
-  static std::unique_ptr<ForwardBackend> make_backend(const LlamaModel& model, const EngineConfig& config);
   // Positions [begin, end) of seq->tokens computed in this step's forward pass.
   struct Slice {
     Sequence* seq;

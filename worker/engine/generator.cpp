@@ -4,9 +4,6 @@
 #include <chrono>
 #include <stdexcept>
 
-#include "engine/stop_matcher.h"
-#include "model/unicode.h"
-#include "model/vocab.h"
 
 namespace vigil {
 namespace {
@@ -47,8 +44,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
     throw std::runtime_error("kv cache: not enough free blocks for " + std::to_string(total) + " positions");
 
   Sampler sampler(options.sampling, model_.hparams().n_vocab);
-  StopMatcher stops(options.stop);
-  Utf8Streamer utf8;
+  SequenceOutput output(vocab_, options.stop, options.max_tokens, options.ignore_eos);
   GenerateResult result;
   result.tokens.reserve(static_cast<size_t>(options.max_tokens));
   history_.assign(prompt.begin(), prompt.end());
@@ -66,10 +62,8 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   result.prefill_seconds = seconds_since(t0);
   const auto t1 = Clock::now();
 
-  bool cancelled = false;
-  result.finish_reason = "length";
-  for (int n = 0; n < options.max_tokens; ++n) {
-    if (n > 0) {
+  while (result.finish == FinishReason::kNone) {
+    if (!result.tokens.empty()) {
       BatchToken next{result.tokens.back(), seq.n_past, &seq, true};
       next.generated = true;
       batch_.assign(1, next);
@@ -79,26 +73,13 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
     const int32_t token = sampler.sample(backend_.logits(0), history_);
     result.tokens.push_back(token);
     history_.push_back(token);
-    if (vocab_.is_eog(token) && !options.ignore_eos) {
-      result.finish_reason = "stop";
-      break;
-    }
-    std::string text = stops.push(utf8.push(vocab_.token_to_piece(token)));
-    if (!text.empty() && !on_text(text)) {
-      cancelled = true;
-      break;
-    }
-    if (stops.stopped()) {
-      result.finish_reason = "stop";
-      break;
-    }
+    std::string text;
+    result.finish = output.push(token, text);
+    if (!text.empty() && !on_text(text)) result.finish = FinishReason::kCancelled;
   }
-  if (!cancelled) {
-    std::string tail = stops.push(utf8.flush());
-    tail += stops.flush();
+  if (result.finish != FinishReason::kCancelled) {
+    const std::string tail = output.flush();
     if (!tail.empty()) on_text(tail);
-  } else {
-    result.finish_reason = "cancelled";
   }
   result.decode_seconds = seconds_since(t1);
   return result;

@@ -11,6 +11,7 @@
 #include "backend/forward_backend.h"
 #include "backend/kv_blocks.h"
 #include "engine/sampler.h"
+#include "engine/sequence_output.h"
 #include "model/llama_model.h"
 
 namespace vigil {
@@ -26,7 +27,7 @@ struct GenerateOptions {
 
 struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids (without the prompt)
-  std::string finish_reason;    // "stop" (end token or stop string) or "length"
+  FinishReason finish = FinishReason::kNone;  // kStop (end token or stop string), kLength, kCancelled
   double prefill_seconds = 0;   // prompt processing, until the first token's logits
   double decode_seconds = 0;    // all later tokens
 };

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "engine/sequence_output.h"
 
 namespace vigil {
 
@@ -20,9 +21,6 @@ struct RequestParams {
   int priority = 0;                 // lower runs first under the priority policy (vLLM's rule)
   std::string adapter;              // LoRA adapter name; empty for the base model
 };
-
-enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
-const char* finish_reason_name(FinishReason reason);  // "stop", "length", "cancelled", "error"
 
 // One step of progress for one request. Sent on the engine thread: a sink must not block.
 struct RequestEvent {

@@ -9,11 +9,11 @@
 namespace vigil {
 
 EngineService::EngineService(const LlamaModel& model, const Vocab& vocab, const EngineConfig& config,
-                             const std::string& adapter_dir)
+                             std::unique_ptr<ForwardBackend> backend, const std::string& adapter_dir)
     : vocab_(vocab),
       config_(config),
       adapters_(model, adapter_dir),
-      engine_(std::make_unique<Engine>(model, vocab, config, &adapters_)) {
+      engine_(std::make_unique<Engine>(model, vocab, config, std::move(backend), &adapters_)) {
   adapters_.hold_in(engine_->adapter_memory());
 }
 

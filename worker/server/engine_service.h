@@ -12,9 +12,10 @@ namespace vigil {
 
 class EngineService final : public ModelService {
  public:
-  // `adapter_dir` empty: no LoRA adapters can be loaded.
+  // `backend`: built for backend_shape(config), handed to the engine. `adapter_dir` empty: no LoRA
+  // adapters can be loaded.
   EngineService(const LlamaModel& model, const Vocab& vocab, const EngineConfig& config,
-                const std::string& adapter_dir = "");
+                std::unique_ptr<ForwardBackend> backend, const std::string& adapter_dir = "");
 
   std::vector<int32_t> tokenize(std::string_view text) const override;
   std::vector<int32_t> tokenize_chat(const std::vector<ChatTurn>& messages) const override;

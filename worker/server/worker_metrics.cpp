@@ -39,8 +39,7 @@ void advance(prometheus::Counter& counter, uint64_t& seen, uint64_t now) {
 
 }  // namespace
 
-WorkerMetrics::WorkerMetrics(const std::string& model, std::string_view version, std::string_view kernel_path,
-                             std::string_view backend, std::string_view cpu_model)
+WorkerMetrics::WorkerMetrics(const std::string& model, std::string_view version, const BackendDevice& device)
     : running_(BuildGauge().Name("vigil_worker_requests_running").Help("Requests in the running batch.")
                    .Register(*registry_).Add({})),
       waiting_(BuildGauge().Name("vigil_worker_requests_waiting").Help("Requests queued for admission.")
@@ -106,8 +105,8 @@ WorkerMetrics::WorkerMetrics(const std::string& model, std::string_view version,
   BuildGauge().Name("vigil_worker_info")
       .Help("The served model, the build, the forward backend, the active CPU kernel path and the CPU model.")
       .Register(*registry_)
-      .Add({{"model", model}, {"version", std::string(version)}, {"kernel_path", std::string(kernel_path)},
-            {"backend", std::string(backend)}, {"cpu_model", std::string(cpu_model)}})
+      .Add({{"model", model}, {"version", std::string(version)}, {"kernel_path", device.kernel_path},
+            {"backend", device.kind}, {"cpu_model", device.cpu_model}})
       .Set(1);
   lora_loaded_ = &BuildGauge().Name("vigil_worker_lora_adapters_loaded").Help("LoRA adapters loaded now.")
                       .Register(*registry_).Add({});

@@ -24,11 +24,10 @@ inline constexpr int kRejectionCount = 7;
 
 class WorkerMetrics {
  public:
-  // `backend`: the forward backend's kind ("cpu", "cuda"); `cpu_model`: the host CPU's model name
-  // (cpu_model_name()); both labels of vigil_worker_info, so a pod's speed can be read beside
-  // the machine it runs on.
-  WorkerMetrics(const std::string& model, std::string_view version, std::string_view kernel_path,
-                std::string_view backend = "cpu", std::string_view cpu_model = "");
+  // `device`: what the forward backend runs on (ForwardBackend::device()): vigil_worker_info's
+  // backend, kernel_path and cpu_model labels, so a pod's speed can be read beside the machine it
+  // runs on.
+  WorkerMetrics(const std::string& model, std::string_view version, const BackendDevice& device);
 
   void request_queued(double queue_seconds);
   void first_token(double ttft_seconds);

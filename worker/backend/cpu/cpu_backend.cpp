@@ -26,4 +26,6 @@ std::string CpuBackend::describe() const {
   return forward_.tensor_parallel() ? d + ", tensor parallel" : d;
 }
 
+BackendDevice CpuBackend::device() const { return {"cpu", std::string(cpu_kernel_path()), cpu_model_name()}; }
+
 }  // namespace vigil

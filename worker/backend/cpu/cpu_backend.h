@@ -21,6 +21,7 @@ class CpuBackend final : public ForwardBackend {
   std::span<const float> logits(int i) const override { return forward_.logits(i); }
   bool supports_lora() const override { return !forward_.tensor_parallel(); }
   std::string describe() const override;
+  BackendDevice device() const override;
   AllocatorStats allocator_stats() const override { return alloc_->stats(); }
   // The KV cache's allocator: adapters held there show in its stats and its probes, as a GPU
   // worker's would in device memory. Each buffer keeps the allocator alive.

@@ -2,6 +2,8 @@
 // kernels/cuda/ (ops.h, gemm.h).
 #include "backend/cuda/cuda_backend.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -89,7 +91,13 @@ CudaBackend::CudaBackend(const LlamaModel& model, const CudaOptions& options)
 
 void CudaBackend::init() {
   int devices = 0;
-  VIGIL_CUDA_CHECK(cudaGetDeviceCount(&devices));
+  // The usual failure on a host without a GPU, said in one line naming what is missing: the
+  // driver (the runtime then reports an "insufficient" one), or a device.
+  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess) {
+    const bool driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD) || dlopen("libcuda.so.1", RTLD_LAZY);
+    throw std::runtime_error(std::string(driver ? "no usable CUDA device" : "no CUDA driver (libcuda.so.1 not found)") +
+                             ": cudaGetDeviceCount: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+  }
   if (opt_.device < 0 || opt_.device >= devices)
     throw std::runtime_error("CUDA device " + std::to_string(opt_.device) + " not present (" +
                              std::to_string(devices) + " devices)");
@@ -165,6 +173,14 @@ void CudaBackend::release() noexcept {
   if (stream_) (void)cudaStreamDestroy(stream_);
 }
 
+const char* CudaBackend::matmul_path() const {
+  return opt_.matmul == CudaOptions::Matmul::kCublas ? "cublas-f16"
+         : opt_.matmul == CudaOptions::Matmul::kGemv ? "quant-gemv"
+                                                     : "quant-gemv<=8,cublas-f16";
+}
+
+BackendDevice CudaBackend::device() const { return {"cuda", matmul_path(), ""}; }
+
 std::string CudaBackend::describe() const {
   cudaDeviceProp prop{};
   std::string name = cudaGetDeviceProperties(&prop, opt_.device) == cudaSuccess ? prop.name : "unknown device";
@@ -174,11 +190,8 @@ std::string CudaBackend::describe() const {
     if (!buckets.empty()) buckets += ',';
     buckets += std::to_string(s);
   }
-  const char* mm = opt_.matmul == CudaOptions::Matmul::kCublas ? "cublas-f16"
-                   : opt_.matmul == CudaOptions::Matmul::kGemv ? "quant-gemv"
-                                                               : "quant-gemv<=8,cublas-f16";
   return "cuda device " + std::to_string(opt_.device) + " (" + name + "), memory " +
-         (opt_.vmm ? "vmm" : "cudaMalloc") + ", matmul " + mm + ", graphs " +
+         (opt_.vmm ? "vmm" : "cudaMalloc") + ", matmul " + matmul_path() + ", graphs " +
          (graphs_.enabled() ? "on, buckets " + buckets : std::string("off"));
 }
 

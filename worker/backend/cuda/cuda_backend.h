@@ -55,6 +55,7 @@ class CudaBackend final : public ForwardBackend, private GraphRunner {
   std::span<const float> logits(int i) const override;
   bool supports_lora() const override { return false; }
   std::string describe() const override;  // device, memory backend, matmul path, graph buckets
+  BackendDevice device() const override;  // kernel_path: the matmul path
   AllocatorStats allocator_stats() const override { return alloc_->stats(); }
   std::optional<GraphStats> graph_stats() const override { return graphs_.stats(); }
 
@@ -71,6 +72,7 @@ class CudaBackend final : public ForwardBackend, private GraphRunner {
   template <typename T>
   T* device_array(size_t n);
   void matmul(const DeviceWeight& w, const float* x, int n, float* y);
+  const char* matmul_path() const;
   void enqueue(int rows, int n_out);  // the forward pass as kernel launches on stream_
 
   // The ops llama_forward runs (model/llama_graph.h): kernel launches for rows_ rows.

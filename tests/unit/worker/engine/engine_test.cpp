@@ -10,7 +10,6 @@
 #include <future>
 #include <mutex>
 
-#include "backend/cpu/cpu_backend.h"
 #include "backend/select/backend_select.h"
 #include "model/chat_template.h"
 
@@ -66,6 +65,11 @@ class EngineTest : public ::testing::Test {
     delete model_;
   }
 
+  // The CPU backend, as backend/select builds it for every verb.
+  static std::unique_ptr<ForwardBackend> cpu_backend(const EngineConfig& config) {
+    return make_backend(BackendConfig{}, *model_, backend_shape(config));
+  }
+
   static RequestParams request(const std::string& user, int max_tokens) {
     RequestParams p;
     p.prompt = vocab_->encode(apply_chat_template(std::vector<ChatMessage>{{"user", user}}, true), true);
@@ -90,7 +94,7 @@ class EngineTest : public ::testing::Test {
   static std::vector<Outcome> each_alone(const std::vector<RequestParams>& requests) {
     EngineConfig cfg;
     cfg.max_running = 1;
-    Engine alone(*model_, *vocab_, cfg);
+    Engine alone(*model_, *vocab_, cfg, cpu_backend(cfg));
     std::vector<Outcome> out;
     for (const auto& r : requests) out.push_back(run(alone, {r})[0]);
     return out;
@@ -105,7 +109,7 @@ class EngineTest : public ::testing::Test {
     tiny.kv_blocks = 12;
     tiny.max_running = 6;
     tiny.step_latency_target = step_target;
-    Engine engine(*model_, *vocab_, tiny);
+    Engine engine(*model_, *vocab_, tiny, cpu_backend(tiny));
     auto got = run(engine, requests);
     for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(got[i].tokens, expected[i].tokens) << i;
     EXPECT_GT(engine.stats().preemptions, 0u);
@@ -134,7 +138,7 @@ TEST_F(EngineTest, ConcurrentGreedyEqualsAlone) {
   EngineConfig batched_cfg;
   batched_cfg.max_running = 8;
   batched_cfg.max_batched_tokens = 64;  // forces chunked prefill next to running decodes
-  Engine batched(*model_, *vocab_, batched_cfg);
+  Engine batched(*model_, *vocab_, batched_cfg, cpu_backend(batched_cfg));
   auto got = run(batched, requests);
   for (size_t i = 0; i < requests.size(); ++i) {
     EXPECT_EQ(got[i].tokens, expected[i].tokens) << kQuestions[i];
@@ -160,7 +164,7 @@ TEST_F(EngineTest, ALatencyTargetChunksPromptsBesideDecodesWithoutChangingResult
   EngineConfig cfg;
   cfg.max_running = 8;
   cfg.step_latency_target.fixed = std::chrono::milliseconds(1);
-  Engine engine(*model_, *vocab_, cfg);
+  Engine engine(*model_, *vocab_, cfg, cpu_backend(cfg));
   const StepTargetStats calibrated = engine.stats().step_target;
   EXPECT_DOUBLE_EQ(calibrated.target_seconds, 0.001);
   EXPECT_GT(calibrated.decode_step_seconds, 0.0);
@@ -203,7 +207,7 @@ TEST_F(EngineTest, PromptsChunkedAt1_3And7TokensEqualTheUnchunkedRun) {
     EngineConfig cfg;
     cfg.max_running = 8;
     cfg.max_prefill_chunk = chunk;
-    Engine engine(*model_, *vocab_, cfg);
+    Engine engine(*model_, *vocab_, cfg, cpu_backend(cfg));
     auto got = run(engine, requests);
     for (size_t i = 0; i < requests.size(); ++i)
       EXPECT_EQ(got[i].tokens, expected[i].tokens) << "chunks of " << chunk << ": " << kQuestions[i];
@@ -222,7 +226,7 @@ TEST_F(EngineTest, ATargetOfTwiceTheDecodeStepKeepsResultsAndCalibratesSmallChun
   EngineConfig cfg;
   cfg.max_running = 8;
   cfg.step_latency_target.decode_multiple = StepLatencyTarget::kAutoMultiple;
-  Engine engine(*model_, *vocab_, cfg);
+  Engine engine(*model_, *vocab_, cfg, cpu_backend(cfg));
   const StepTargetStats calibrated = engine.stats().step_target;
   EXPECT_DOUBLE_EQ(calibrated.decode_multiple, 2.0);
   EXPECT_DOUBLE_EQ(calibrated.target_seconds, 2.0 * calibrated.decode_step_seconds);
@@ -238,7 +242,7 @@ TEST_F(EngineTest, ATargetOfTwiceTheDecodeStepKeepsResultsAndCalibratesSmallChun
 
 TEST_F(EngineTest, CancelFreesBlocksAndEndsTheRequest) {
   EngineConfig cfg;
-  Engine engine(*model_, *vocab_, cfg);
+  Engine engine(*model_, *vocab_, cfg, cpu_backend(cfg));
   Collector c;
   SubmitResult s = engine.submit(request("Tell me a long story.", 1000), c.sink());
   ASSERT_EQ(s.status, SubmitStatus::kAccepted);
@@ -255,13 +259,13 @@ TEST_F(EngineTest, CancelFreesBlocksAndEndsTheRequest) {
 TEST_F(EngineTest, PrefixCacheReusesBlocksWithoutChangingResults) {
   EngineConfig no_cache;
   no_cache.prefix_caching = false;
-  Engine plain(*model_, *vocab_, no_cache);
+  Engine plain(*model_, *vocab_, no_cache, cpu_backend(no_cache));
   const RequestParams r = request("Describe the water cycle in two sentences.", 24);
   const Outcome want = run(plain, {r})[0];
   EXPECT_EQ(plain.stats().prefix_cache_hits, 0u);
 
   EngineConfig cfg;
-  Engine engine(*model_, *vocab_, cfg);
+  Engine engine(*model_, *vocab_, cfg, cpu_backend(cfg));
   const Outcome first = run(engine, {r})[0];
   const uint64_t hits_after_first = engine.stats().prefix_cache_hits;
   const Outcome second = run(engine, {r})[0];  // same prompt: every full block is cached
@@ -276,7 +280,7 @@ TEST_F(EngineTest, SubmitRejectsWhatCanNeverRun) {
   EngineConfig cfg;
   cfg.max_context = 64;
   cfg.max_waiting = 1;
-  Engine engine(*model_, *vocab_, cfg);
+  Engine engine(*model_, *vocab_, cfg, cpu_backend(cfg));
   Collector c;
   EXPECT_EQ(engine.submit(request("hi", 100), c.sink()).status, SubmitStatus::kTooLong);
   RequestParams empty;
@@ -291,26 +295,21 @@ TEST_F(EngineTest, SubmitRejectsWhatCanNeverRun) {
   EXPECT_EQ(engine.submit(request("hi", 4), c.sink()).status, SubmitStatus::kDraining);
 }
 
-// The engine runs whatever backend the factory builds, sized from the engine's limits.
-TEST_F(EngineTest, BackendFactoryGetsTheEngineShape) {
+// The engine runs the backend it is handed, built by backend/select for the engine's limits.
+TEST_F(EngineTest, RunsTheBackendItIsHandedSizedFromItsLimits) {
   EngineConfig cfg;
   cfg.max_running = 4;
   cfg.max_batched_tokens = 32;
   cfg.kv_blocks = 64;
   cfg.max_context = 512;
-  std::vector<BackendShape> built;
-  cfg.make_backend = [&](const LlamaModel& model, const BackendShape& shape) -> std::unique_ptr<ForwardBackend> {
-    built.push_back(shape);
-    return std::make_unique<CpuBackend>(model, shape);
-  };
-  Engine engine(*model_, *vocab_, cfg);
-  ASSERT_EQ(built.size(), 1u);
-  EXPECT_EQ(built[0].max_batch, 32);
-  EXPECT_EQ(built[0].decode_rows, 4);
-  EXPECT_EQ(built[0].kv_blocks, 64);
-  EXPECT_EQ(built[0].kv_block_size, cfg.kv_block_size);
-  EXPECT_EQ(built[0].max_positions, 512);
-  EXPECT_EQ(built[0].threads, cfg.threads);
+  const BackendShape shape = backend_shape(cfg);
+  EXPECT_EQ(shape.max_batch, 32);
+  EXPECT_EQ(shape.decode_rows, 4);
+  EXPECT_EQ(shape.kv_blocks, 64);
+  EXPECT_EQ(shape.kv_block_size, cfg.kv_block_size);
+  EXPECT_EQ(shape.max_positions, 512);
+  EXPECT_EQ(shape.threads, cfg.threads);
+  Engine engine(*model_, *vocab_, cfg, make_backend(BackendConfig{}, *model_, shape));
   EXPECT_EQ(engine.backend_description().rfind("cpu ", 0), 0u) << engine.backend_description();
   Outcome out = run(engine, {request("Say hello in Spanish.", 6)})[0];
   EXPECT_EQ(out.tokens.size(), 6u);
@@ -325,15 +324,13 @@ TEST_F(EngineTest, CudaBackendWithoutAGpuFailsNamingTheProblem) {
   EngineConfig cfg;
   BackendConfig backend;
   backend.kind = BackendKind::kCuda;
-  cfg.make_backend = make_backend_factory(backend);
-  ASSERT_TRUE(cfg.make_backend);
   try {
-    Engine engine(*model_, *vocab_, cfg);
+    make_backend(backend, *model_, backend_shape(cfg));
     FAIL() << "the CUDA backend started on a host without a GPU";
   } catch (const std::runtime_error& e) {
     const std::string what = e.what();
     if (cuda_backend_built())
-      EXPECT_NE(what.find("cudaGetDeviceCount"), std::string::npos) << what;
+      EXPECT_NE(what.find(": cudaGetDeviceCount: "), std::string::npos) << what;
     else
       EXPECT_NE(what.find("built without the CUDA backend"), std::string::npos) << what;
   }

@@ -13,6 +13,7 @@
 
 #include "backend/cpu/cpu_forward.h"
 #include "backend/cpu/kv_cache.h"
+#include "backend/select/backend_select.h"
 #include "engine/adapter_registry.h"
 #include "engine/engine.h"
 #include "worker/lora_builder.h"
@@ -116,6 +117,11 @@ class LoraEngineTest : public ::testing::Test {
     return c;
   }
 
+  // The CPU backend, as backend/select builds it for every verb.
+  static std::unique_ptr<ForwardBackend> cpu_backend() {
+    return make_backend(BackendConfig{}, *model_, backend_shape(config()));
+  }
+
   static LlamaModel* model_;
   static Vocab* vocab_;
   static fs::path* dir_;
@@ -178,7 +184,7 @@ TEST_F(LoraEngineTest, ConcurrentRequestsOnDifferentAdaptersMatchEachAlone) {
   const std::vector<std::pair<int, std::string>> requests = {{0, ""}, {1, "x"}, {2, "y"}, {0, "x"}, {1, "y"}, {2, ""}};
   std::vector<std::vector<int32_t>> alone;
   {
-    Engine engine(*model_, *vocab_, config(), &reg);
+    Engine engine(*model_, *vocab_, config(), cpu_backend(), &reg);
     for (const auto& [p, adapter] : requests) {
       Collector c;
       ASSERT_EQ(engine.submit(greedy(prompt(p), adapter), c.sink()).status, SubmitStatus::kAccepted);
@@ -188,7 +194,7 @@ TEST_F(LoraEngineTest, ConcurrentRequestsOnDifferentAdaptersMatchEachAlone) {
   EXPECT_NE(alone[0], alone[3]) << "adapter x must change the greedy continuation of prompt 0";
   EXPECT_NE(alone[1], alone[4]) << "x and y must differ on prompt 1";
 
-  Engine engine(*model_, *vocab_, config(), &reg);
+  Engine engine(*model_, *vocab_, config(), cpu_backend(), &reg);
   std::vector<std::unique_ptr<Collector>> collectors;
   for (const auto& [p, adapter] : requests) {
     collectors.push_back(std::make_unique<Collector>());
@@ -200,7 +206,7 @@ TEST_F(LoraEngineTest, ConcurrentRequestsOnDifferentAdaptersMatchEachAlone) {
 TEST_F(LoraEngineTest, UnloadWhileRunningLetsTheRequestFinish) {
   AdapterRegistry reg(*model_, dir_->string());
   ASSERT_EQ(reg.load("x", "x.gguf").status, AdapterStatus::kOk);
-  Engine engine(*model_, *vocab_, config(), &reg);
+  Engine engine(*model_, *vocab_, config(), cpu_backend(), &reg);
   Collector first;
   ASSERT_EQ(engine.submit(greedy(prompt(1), "x", 24), first.sink()).status, SubmitStatus::kAccepted);
   const auto expected = first.wait();
@@ -232,12 +238,12 @@ TEST_F(LoraEngineTest, PrefixCacheSharesBlocksOnlyWithinOneAdapter) {
   ASSERT_GT(long_prompt.size(), 48u);
   std::vector<int32_t> x_fresh;
   {
-    Engine engine(*model_, *vocab_, config(), &reg);
+    Engine engine(*model_, *vocab_, config(), cpu_backend(), &reg);
     Collector c;
     ASSERT_EQ(engine.submit(greedy(long_prompt, "x"), c.sink()).status, SubmitStatus::kAccepted);
     x_fresh = c.wait();
   }
-  Engine engine(*model_, *vocab_, config(), &reg);
+  Engine engine(*model_, *vocab_, config(), cpu_backend(), &reg);
   ASSERT_TRUE(engine.config().prefix_caching);
   auto run = [&](const std::string& adapter) {
     Collector c;
@@ -258,7 +264,7 @@ TEST_F(LoraEngineTest, AdaptersLiveInTheEnginesAllocator) {
   AdapterRegistry reg(*model_, dir_->string());
   std::shared_ptr<const LoraAdapter> held;
   {
-    Engine engine(*model_, *vocab_, config(), &reg);
+    Engine engine(*model_, *vocab_, config(), cpu_backend(), &reg);
     reg.hold_in(engine.adapter_memory());
     const AllocatorStats before = engine.stats().allocator;
     ASSERT_EQ(reg.load("y", "y.gguf").status, AdapterStatus::kOk);
@@ -281,7 +287,7 @@ TEST_F(LoraEngineTest, AdaptersLiveInTheEnginesAllocator) {
 }
 
 TEST_F(LoraEngineTest, AnEngineWithoutRegistryRefusesAdapters) {
-  Engine engine(*model_, *vocab_, config());
+  Engine engine(*model_, *vocab_, config(), cpu_backend());
   Collector c;
   EXPECT_EQ(engine.submit(greedy(prompt(0), "x"), c.sink()).status, SubmitStatus::kUnknownAdapter);
 }

@@ -80,7 +80,7 @@ class HttpServerTest : public ::testing::Test {
   }
 
   FakeModelService backend_;
-  WorkerMetrics metrics_{"fake-model", "test", "scalar"};
+  WorkerMetrics metrics_{"fake-model", "test", {"cpu", "scalar", ""}};
   ServerConfig config_;
   std::unique_ptr<HttpServer> server_;
   std::thread thread_;

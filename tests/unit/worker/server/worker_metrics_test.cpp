@@ -16,7 +16,7 @@ bool has_line(const std::string& text, const std::string& line) {
 }
 
 TEST(WorkerMetrics, ObservationsShowUp) {
-  WorkerMetrics m("smol", "0.1.0", "avx2", "cpu", "Test CPU @ 2.70GHz");
+  WorkerMetrics m("smol", "0.1.0", {"cpu", "avx2", "Test CPU @ 2.70GHz"});
   m.request_queued(0.002);
   m.first_token(0.03);
   m.tokens_after(0.004, 2);
@@ -55,7 +55,7 @@ TEST(WorkerMetrics, ObservationsShowUp) {
 }
 
 TEST(WorkerMetrics, PreemptionCounterFollowsTheEngine) {
-  WorkerMetrics m("smol", "0.1.0", "scalar");
+  WorkerMetrics m("smol", "0.1.0", {"cpu", "scalar", ""});
   EngineStats s;
   s.preemptions = 2;
   m.scrape(s);
@@ -64,7 +64,7 @@ TEST(WorkerMetrics, PreemptionCounterFollowsTheEngine) {
 }
 
 TEST(WorkerMetrics, GraphCountersFollowTheBackend) {
-  WorkerMetrics m("smol", "0.1.0", "avx2", "cuda");
+  WorkerMetrics m("smol", "0.1.0", {"cuda", "quant-gemv", ""});
   EngineStats s;
   s.graphs = GraphStats{};
   s.graphs->captures = 2;
@@ -83,12 +83,12 @@ TEST(WorkerMetrics, GraphCountersFollowTheBackend) {
   EXPECT_TRUE(has_line(text, "vigil_worker_cuda_graph_capture_failures_total 1"));
   EXPECT_TRUE(has_line(text, "vigil_worker_cuda_graph_eager_steps_total{reason=\"failed_bucket\"} 5"));
   EXPECT_TRUE(has_line(text, "vigil_worker_cuda_graph_launches_total 41"));
-  EXPECT_TRUE(has_line(text, "vigil_worker_info{backend=\"cuda\",cpu_model=\"\",kernel_path=\"avx2\",model=\"smol\",version=\"0.1.0\"} 1"));
+  EXPECT_TRUE(has_line(text, "vigil_worker_info{backend=\"cuda\",cpu_model=\"\",kernel_path=\"quant-gemv\",model=\"smol\",version=\"0.1.0\"} 1"));
 }
 
 TEST(WorkerMetrics, PromtoolAcceptsTheExposition) {
   if (std::system("command -v promtool >/dev/null 2>&1") != 0) GTEST_FAIL() << "promtool not installed (scripts/setup.sh installs the prometheus package)";
-  WorkerMetrics m("SmolLM2-135M-Instruct.Q4_1", "0.1.0", "avx2");
+  WorkerMetrics m("SmolLM2-135M-Instruct.Q4_1", "0.1.0", {"cpu", "avx2", ""});
   m.first_token(0.01);
   m.request_finished(FinishReason::kCancelled, 3, 0, 0.1);
   EngineStats with_graphs;

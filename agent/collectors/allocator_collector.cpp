@@ -8,7 +8,6 @@
 // same process (its segments are cuMemAlloc'd or VMM-mapped).
 #include "collectors/allocator_collector.h"
 
-#include <bpf/bpf.h>
 #include <linux/types.h>
 
 #include <map>
@@ -23,22 +22,6 @@
 namespace vigil::agent {
 
 using prometheus::MetricType;
-
-void AllocatorCollector::expire() const {
-  std::set<uint32_t> dead;
-  for (const auto& k : map_keys<usdt_alloc_key>(allocators_fd_))
-    if (dead.count(k.tgid) || processes_.expired(k.tgid)) {
-      dead.insert(k.tgid);
-      bpf_map_delete_elem(allocators_fd_, &k);
-    }
-  if (dead.empty()) return;
-  struct BlockKey {  // usdt.bpf.c's block_key
-    __u32 tgid, allocator;
-    __u64 ptr;
-  };
-  for (const auto& k : map_keys<BlockKey>(blocks_fd_))
-    if (dead.count(k.tgid)) bpf_map_delete_elem(blocks_fd_, &k);
-}
 
 std::vector<prometheus::MetricFamily> AllocatorCollector::Collect() const {
   auto allocated = make_family("gpu_memory_allocator_allocated_bytes",
@@ -55,15 +38,14 @@ std::vector<prometheus::MetricFamily> AllocatorCollector::Collect() const {
                            MetricType::Gauge);
   auto external = make_family("gpu_memory_external_fragmentation_ratio",
                               "1 - largest free block / free bytes inside the allocator's reserved memory.", MetricType::Gauge);
-  const auto keys = map_keys<usdt_alloc_key>(allocators_fd_);
+  const UsdtSnapshot snapshot = maps_.read();
   // The driver probes count per process, not per device: their bytes stand for PyTorch's reserved
   // memory only while the process's PyTorch blocks are on one device.
   std::map<uint32_t, std::set<int32_t>> pytorch_devices;
-  for (const auto& k : keys)
+  for (const auto& [k, s] : snapshot.allocators)
     if (k.allocator == USDT_ALLOC_PYTORCH && k.device != USDT_DEVICE_UNKNOWN) pytorch_devices[k.tgid].insert(k.device);
-  for (const auto& k : keys) {
-    usdt_alloc_state s{};
-    if (bpf_map_lookup_elem(allocators_fd_, &k, &s) != 0) continue;
+  const CudaSnapshot driver = cuda_ && !pytorch_devices.empty() ? cuda_->read() : CudaSnapshot{};
+  for (const auto& [k, s] : snapshot.allocators) {
     LabelList l = process_labels(processes_, k.tgid, bpf_string(s.comm));
     l.emplace_back("allocator", k.allocator == USDT_ALLOC_PYTORCH ? "pytorch" : "vigil");
     l.emplace_back("gpu", k.device == USDT_DEVICE_UNKNOWN ? "" : std::to_string(k.device));
@@ -74,12 +56,9 @@ std::vector<prometheus::MetricFamily> AllocatorCollector::Collect() const {
     uint64_t used = s.snapshots ? s.snapshot_allocated_bytes : s.allocated_bytes;
     add_sample(allocated, l, static_cast<double>(used));
     uint64_t held = s.reserved_bytes;
-    if (!s.snapshots && cuda_procs_fd_ >= 0 && k.device != USDT_DEVICE_UNKNOWN &&
-        pytorch_devices[k.tgid].size() == 1) {
-      cuda_proc c{};
-      __u32 pid = k.tgid;
-      if (bpf_map_lookup_elem(cuda_procs_fd_, &pid, &c) == 0) held = c.live_bytes + c.vmm_mapped_bytes;
-    }
+    if (!s.snapshots && k.device != USDT_DEVICE_UNKNOWN && pytorch_devices[k.tgid].size() == 1)
+      if (auto c = driver.procs.find(k.tgid); c != driver.procs.end())
+        held = c->second.live_bytes + c->second.vmm_mapped_bytes;
     if (held == 0) continue;
     add_sample(reserved, l, static_cast<double>(held));
     add_sample(slack, l, held > used ? static_cast<double>(held - used) / static_cast<double>(held) : 0.0);

@@ -5,20 +5,22 @@
 #include <prometheus/collectable.h>
 
 #include "discovery/process_table.h"
+#include "probes/cuda_maps.h"
+#include "probes/usdt_maps.h"
 
 namespace vigil::agent {
 
 class AllocatorCollector : public prometheus::Collectable {
  public:
-  // cuda_procs_fd: cuda.bpf.c's per-process map (-1 without the CUDA set): PyTorch's probes say
-  // what is handed out, the driver probes what is reserved.
-  AllocatorCollector(int allocators_fd, int blocks_fd, int cuda_procs_fd, ProcessTable& processes)
-      : allocators_fd_(allocators_fd), blocks_fd_(blocks_fd), cuda_procs_fd_(cuda_procs_fd), processes_(processes) {}
+  // cuda: the CUDA set's maps (nullptr without the set): PyTorch's probes say what is handed out,
+  // the driver probes what is reserved.
+  AllocatorCollector(const UsdtReader& maps, const CudaReader* cuda, ProcessTable& processes)
+      : maps_(maps), cuda_(cuda), processes_(processes) {}
   std::vector<prometheus::MetricFamily> Collect() const override;
-  void expire() const;
 
  private:
-  int allocators_fd_, blocks_fd_, cuda_procs_fd_;
+  const UsdtReader& maps_;
+  const CudaReader* cuda_;
   ProcessTable& processes_;
 };
 

@@ -5,7 +5,6 @@
 
 #include <map>
 
-#include "collectors/cuda_maps.h"
 #include "collectors/metric_builder.h"
 #include "collectors/process_labels.h"
 #include "probes/bpf_util.h"
@@ -16,8 +15,9 @@ namespace vigil::agent {
 using prometheus::MetricType;
 
 std::vector<prometheus::MetricFamily> CudaGraphCollector::Collect() const {
-  auto procs = read_cuda_procs(procs_fd_);
-  auto errors = read_cuda_errors(errors_fd_);
+  const CudaSnapshot snapshot = maps_.read();
+  const auto& procs = snapshot.procs;
+  const auto& errors = snapshot.errors;
 
   auto launch = make_family("cuda_graph_launch_failures_total", "cuGraphLaunch calls that failed, by error.", MetricType::Counter);
   auto inst = make_family("cuda_graph_instantiate_failures_total", "cuGraphInstantiate* calls that failed, by error.", MetricType::Counter);

@@ -4,17 +4,17 @@
 #include <prometheus/collectable.h>
 
 #include "discovery/process_table.h"
+#include "probes/cuda_maps.h"
 
 namespace vigil::agent {
 
 class CudaGraphCollector : public prometheus::Collectable {
  public:
-  CudaGraphCollector(int procs_fd, int errors_fd, ProcessTable& processes)
-      : procs_fd_(procs_fd), errors_fd_(errors_fd), processes_(processes) {}
+  CudaGraphCollector(const CudaReader& maps, ProcessTable& processes) : maps_(maps), processes_(processes) {}
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
-  int procs_fd_, errors_fd_;
+  const CudaReader& maps_;
   ProcessTable& processes_;
 };
 

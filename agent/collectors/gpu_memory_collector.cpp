@@ -8,14 +8,11 @@
 // count (the first agent since the pins existed): its allocations before that were never seen.
 #include "collectors/gpu_memory_collector.h"
 
-#include <bpf/bpf.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
 
-#include "collectors/cuda_maps.h"
 #include "collectors/metric_builder.h"
 #include "collectors/process_labels.h"
 #include "probes/bpf_util.h"
@@ -26,17 +23,11 @@ namespace vigil::agent {
 
 using prometheus::MetricType;
 
-void GpuMemoryCollector::expire(uint32_t pid) {
-  bpf_map_delete_elem(procs_fd_, &pid);
-  for (const auto& [k, n] : read_cuda_errors(errors_fd_))
-    if (k.tgid == pid) bpf_map_delete_elem(errors_fd_, &k);
-  struct PtrKey {
-    __u32 tgid, pad;
-    __u64 ptr;
-  };
-  for (int fd : {live_fd_, handles_fd_})
-    for (const auto& k : map_keys<PtrKey>(fd))
-      if (k.tgid == pid) bpf_map_delete_elem(fd, &k);
+void GpuMemoryCollector::retire(uint32_t pid, const cuda_proc& last) {
+  // Labels are read while the process lives and kept past its exit.
+  const LabelList group = group_of(process_labels(processes_, pid, bpf_string(last.comm)));
+  std::lock_guard lock(mu_);
+  retired_sizes_.retire(group, sizes_of(last), Clock::now());
   samples_.erase(pid);
   complete_.erase(pid);
 }
@@ -63,20 +54,12 @@ GpuMemoryCollector::AllocSizes GpuMemoryCollector::sizes_of(const cuda_proc& p) 
   return s;
 }
 
-void GpuMemoryCollector::sample() {
+void GpuMemoryCollector::sample(const CudaSnapshot& snapshot) {
   auto now = Clock::now();
-  auto procs = read_cuda_procs(procs_fd_);
   std::lock_guard lock(mu_);
   std::set<LabelList> alive;  // groups with a member whose counts stay in the map
-  for (const auto& [pid, p] : procs) {
-    // Labels are read while the process lives and kept past its exit.
-    const LabelList group = group_of(process_labels(processes_, pid, bpf_string(p.comm)));
-    if (processes_.expired(pid)) {
-      retired_sizes_.retire(group, sizes_of(p), now);
-      expire(pid);
-      continue;
-    }
-    alive.insert(group);
+  for (const auto& [pid, p] : snapshot.procs) {
+    alive.insert(group_of(process_labels(processes_, pid, bpf_string(p.comm))));
     auto& s = samples_[pid];
     s.push_back({now, p.allocs, p.small_allocs});
     // Keep one sample at or before the window's start: it is the baseline.
@@ -87,8 +70,9 @@ void GpuMemoryCollector::sample() {
 
 std::vector<prometheus::MetricFamily> GpuMemoryCollector::Collect() const {
   auto now = Clock::now();
-  auto procs = read_cuda_procs(procs_fd_);
-  auto errors = read_cuda_errors(errors_fd_);
+  const CudaSnapshot snapshot = maps_.read();
+  const auto& procs = snapshot.procs;
+  const auto& errors = snapshot.errors;
 
   auto ratio = make_family("gpu_memory_fragmentation_ratio",
                            "Allocations of at most 4 KiB over all allocations in the sliding window (windows.fragmentation).",

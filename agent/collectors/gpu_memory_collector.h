@@ -14,6 +14,7 @@
 #include "collectors/group_sums.h"
 #include "cuda_events.h"
 #include "discovery/process_table.h"
+#include "probes/cuda_maps.h"
 
 namespace vigil::agent {
 
@@ -22,16 +23,18 @@ class GpuMemoryCollector : public prometheus::Collectable {
   using Clock = std::chrono::steady_clock;
   // `accounting_since_ns`: when the kernel maps began to count (CLOCK_BOOTTIME ns); a process
   // started before it may have allocated unseen, and is marked incomplete.
-  GpuMemoryCollector(int procs_fd, int errors_fd, int live_fd, int handles_fd,
-                     std::chrono::milliseconds window, ProcessTable& processes, uint64_t accounting_since_ns)
-      : procs_fd_(procs_fd), errors_fd_(errors_fd), live_fd_(live_fd), handles_fd_(handles_fd),
-        window_(window), processes_(processes), since_ns_(accounting_since_ns),
+  GpuMemoryCollector(const CudaReader& maps, std::chrono::milliseconds window, ProcessTable& processes,
+                     uint64_t accounting_since_ns)
+      : maps_(maps), window_(window), processes_(processes), since_ns_(accounting_since_ns),
         retired_sizes_(processes.grace()) {}
   std::vector<prometheus::MetricFamily> Collect() const override;
 
-  // Called every poll interval: records allocation counts for the sliding window and drops the
-  // kernel state of processes gone longer than the grace period.
-  void sample();
+  // Called every poll interval with the live processes' state: records allocation counts for the
+  // sliding window, and drops the retired sizes of groups with no process left after the grace.
+  void sample(const CudaSnapshot& now);
+  // PID is gone past its grace period (the set forgets its kernel state next): its allocation
+  // sizes stay in its group's histogram (group_sums.h), its window and completeness go.
+  void retire(uint32_t pid, const cuda_proc& last);
 
  private:
   struct Sample {
@@ -47,11 +50,10 @@ class GpuMemoryCollector : public prometheus::Collectable {
     AllocSizes& operator+=(const AllocSizes& o);
   };
   static AllocSizes sizes_of(const cuda_proc& p);
-  void expire(uint32_t pid);
   // Whether the maps counted PID from its start (mu_ held; decided once, while it lives).
   bool complete(uint32_t pid) const;
 
-  int procs_fd_, errors_fd_, live_fd_, handles_fd_;
+  const CudaReader& maps_;
   std::chrono::milliseconds window_;
   ProcessTable& processes_;
   uint64_t since_ns_;

@@ -2,23 +2,16 @@
 // only the last XID value per GPU, so a burst 79 -> 48 -> 13 shows as 13.)
 #include "collectors/xid_collector.h"
 
-#include <bpf/bpf.h>
-#include <linux/types.h>
-
 #include "collectors/metric_builder.h"
 #include "probes/bpf_util.h"
-#include "xid_events.h"
 
 namespace vigil::agent {
 
 std::vector<prometheus::MetricFamily> XidCollector::Collect() const {
   auto f = make_family("gpu_xid_errors_total", "NVIDIA XID errors reported by the driver, by GPU (PCI) and XID code.",
                        prometheus::MetricType::Counter);
-  for (const auto& k : map_keys<xid_key>(xids_fd_)) {
-    __u64 n = 0;
-    if (bpf_map_lookup_elem(xids_fd_, &k, &n) != 0) continue;
+  for (const auto& [k, n] : maps_.read().counts)
     add_sample(f, {{"gpu", bpf_string(k.dev)}, {"xid", std::to_string(k.code)}}, static_cast<double>(n));
-  }
   return {f};
 }
 

@@ -3,15 +3,17 @@
 
 #include <prometheus/collectable.h>
 
+#include "probes/xid_maps.h"
+
 namespace vigil::agent {
 
 class XidCollector : public prometheus::Collectable {
  public:
-  explicit XidCollector(int xids_fd) : xids_fd_(xids_fd) {}
+  explicit XidCollector(const XidReader& maps) : maps_(maps) {}
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
-  int xids_fd_;
+  const XidReader& maps_;
 };
 
 }  // namespace vigil::agent

@@ -23,12 +23,13 @@ std::string cuda_pin_dir(const Config& cfg) {
 }  // namespace
 
 CudaSet::CudaSet(SetContext& ctx)
-    : grace_(ctx.cfg.grace_period),
-      probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("cuda"), cuda_pin_dir(ctx.cfg)) {
-  memory_ = std::make_shared<GpuMemoryCollector>(probe_.procs_fd(), probe_.errors_fd(), probe_.live_fd(),
-                                                 probe_.handles_fd(), ctx.cfg.fragmentation_window, ctx.processes,
+    : processes_(ctx.processes),
+      grace_(ctx.cfg.grace_period),
+      probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("cuda"), cuda_pin_dir(ctx.cfg)),
+      maps_(probe_.procs_fd(), probe_.errors_fd(), probe_.live_fd(), probe_.handles_fd()) {
+  memory_ = std::make_shared<GpuMemoryCollector>(maps_, ctx.cfg.fragmentation_window, ctx.processes,
                                                  probe_.accounting_since_ns());
-  graphs_ = std::make_shared<CudaGraphCollector>(probe_.procs_fd(), probe_.errors_fd(), ctx.processes);
+  graphs_ = std::make_shared<CudaGraphCollector>(maps_, ctx.processes);
   for (const auto& path : ctx.cfg.libraries.cuda) probe_.attach_pinned(path);
   probe_.add_rings(ctx.rings);  // last: a constructor that throws leaves no callback behind
 }
@@ -46,7 +47,20 @@ void CudaSet::on_full_scan(const std::vector<LibraryHit>& mapped) {
   if (++full_scans_ == 2) probe_.release_previous_links();
 }
 
-// The fragmentation window is sampled here too, once per tick.
-void CudaSet::expire() { memory_->sample(); }
+// A process gone past its grace: the collector keeps what it retires, then its kernel state goes.
+// The fragmentation window is sampled here too, once per tick, from the same snapshot.
+void CudaSet::expire() {
+  CudaSnapshot snapshot = maps_.read();
+  for (auto it = snapshot.procs.begin(); it != snapshot.procs.end();) {
+    if (!processes_.expired(it->first)) {
+      ++it;
+      continue;
+    }
+    memory_->retire(it->first, it->second);
+    maps_.forget(it->first);
+    it = snapshot.procs.erase(it);
+  }
+  memory_->sample(snapshot);
+}
 
 }  // namespace vigil::agent

@@ -8,6 +8,7 @@
 
 #include "collectors/cuda_graph_collector.h"
 #include "collectors/gpu_memory_collector.h"
+#include "probes/cuda_maps.h"
 #include "probes/cuda_probe.h"
 #include "sets/probe_set.h"
 
@@ -22,12 +23,15 @@ class CudaSet : public ProbeSet {
   void on_full_scan(const std::vector<LibraryHit>& mapped) override;
   void expire() override;
 
-  int procs_fd() const { return probe_.procs_fd(); }  // what the allocator collector reads reserved bytes from
+  // What the allocator collector reads reserved bytes from.
+  const CudaReader& maps() const { return maps_; }
 
  private:
+  ProcessTable& processes_;
   std::chrono::milliseconds grace_;
   int full_scans_ = 0;
   CudaProbe probe_;
+  CudaMaps maps_;
   std::shared_ptr<GpuMemoryCollector> memory_;
   std::shared_ptr<CudaGraphCollector> graphs_;
 };

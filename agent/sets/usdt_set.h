@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "collectors/allocator_collector.h"
+#include "probes/usdt_maps.h"
 #include "probes/usdt_probe.h"
 #include "sets/probe_set.h"
 
@@ -22,8 +23,10 @@ class UsdtSet : public ProbeSet {
   void expire() override;
 
  private:
+  ProcessTable& processes_;
   std::chrono::milliseconds grace_;
   UsdtProbe probe_;
+  UsdtMaps maps_;
   std::shared_ptr<AllocatorCollector> allocators_;
 };
 

@@ -3,8 +3,8 @@
 
 namespace vigil::agent {
 
-XidSet::XidSet(SetContext& ctx) : probe_(ctx.cfg.kernel_btf, ctx.stats) {
-  collector_ = std::make_shared<XidCollector>(probe_.xids_fd());
+XidSet::XidSet(SetContext& ctx) : probe_(ctx.cfg.kernel_btf, ctx.stats), maps_(probe_.xids_fd()) {
+  collector_ = std::make_shared<XidCollector>(maps_);
   probe_.add_rings(ctx.rings);  // last: a constructor that throws leaves no callback behind
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "collectors/xid_collector.h"
+#include "probes/xid_maps.h"
 #include "probes/xid_probe.h"
 #include "sets/probe_set.h"
 
@@ -18,6 +19,7 @@ class XidSet : public ProbeSet {
 
  private:
   XidProbe probe_;
+  XidMaps maps_;
   std::shared_ptr<XidCollector> collector_;
 };
 

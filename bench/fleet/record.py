@@ -21,8 +21,9 @@ import sys
 import time
 
 from vigil_harness.agent import Agent, total
-from vigil_harness.fail import fail, require_root
+from vigil_harness.fail import require_root
 from vigil_harness.netns import B_ADDR, Namespaces
+from vigil_harness.wait import wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.join(HERE, '..', '..', 'tests', 'e2e')
@@ -60,15 +61,6 @@ def gpu_workload(libcuda):
             if cuda.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(size)) == 0:
                 cuda.cuMemFree_v2(ptr)
         cuda.cuGraphLaunch(graph_exec, stream)
-
-
-def wait_for(what, predicate, timeout):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    fail("%s: not within %d s" % (what, timeout))
 
 
 def save(agent, out, name, header):

@@ -21,6 +21,7 @@ import time
 
 from vigil_harness.agent import Agent, select, total
 from vigil_harness.fail import fail, require_root
+from vigil_harness.wait import wait_for
 
 GRACE_S = 8
 CHURN = 200
@@ -32,15 +33,6 @@ def tables(samples):
     """The cuda set's table entries this test reads; each must be exported (absent is not 0)."""
     return {t: total(samples, 'vigil_agent_table_entries', require=True, set='cuda', table=t)
             for t in ('procs', 'live', 'handles', 'errors', 'inflight')}
-
-
-def wait_for(pred, what, timeout=20):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.2)
-    fail("timed out waiting for " + what)
 
 
 def churn(agent, workload):
@@ -137,9 +129,9 @@ def run_full(agent, workload, libdir, before_go):
     w.stdout.readline()
     before_go()
     # The copy is reached through this process: its map_files link once deleted, else its root.
-    wait_for(lambda: any('cuda: ' in l and 'probes attached in /proc/%d/' % w.pid in l
-                         for l in agent.log_text().splitlines()),
-             "the agent to attach to the workload's libcuda in " + libdir)
+    wait_for("the agent to attach to the workload's libcuda in " + libdir,
+             lambda: any('cuda: ' in l and 'probes attached in /proc/%d/' % w.pid in l
+                         for l in agent.log_text().splitlines()), 20, step=0.2)
     w.stdin.write('\n')
     w.stdin.flush()
     truth = json.loads(w.stdout.readline())
@@ -187,9 +179,9 @@ def main():
         churn(agent, workload)
         pids = replaced_libraries(agent, workload, fake_lib)
         peak = total(agent.scrape(), 'vigil_agent_probes_attached', set='cuda')
-        wait_for(lambda: sum('no process maps' in l and any('/proc/%d/' % p in l for p in pids)
-                             for l in agent.log_text().splitlines()) == 2,
-                 "the probes of the two unmapped library copies to be detached", timeout=GRACE_S + 10)
+        wait_for("the probes of the two unmapped library copies to be detached",
+                 lambda: sum('no process maps' in l and any('/proc/%d/' % p in l for p in pids)
+                             for l in agent.log_text().splitlines()) == 2, GRACE_S + 10, step=0.2)
         print("cuda links: %d with the copies mapped, %d once no process maps them (configured library: %d)"
               % (peak, total(agent.scrape(), 'vigil_agent_probes_attached', set='cuda'), pinned))
     # The ring buffer's counters are global: without discovery only this build's stand-in is

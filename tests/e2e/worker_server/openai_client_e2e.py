@@ -12,9 +12,10 @@ import signal
 import subprocess
 import sys
 import threading
-import urllib.request
 
 import openai
+
+from vigil_harness.worker_client import call
 
 BINARY, MODEL = sys.argv[1], sys.argv[2]
 KEY = "vigil-test-key-5b1d0c"
@@ -88,8 +89,7 @@ def keyed_server(proc, port, how):
     check(isinstance(e, openai.AuthenticationError), f"{how}: wrong key, streaming: AuthenticationError")
     e = raises(lambda: client(port, "wrong-key").models.list(), openai.AuthenticationError)
     check(isinstance(e, openai.AuthenticationError), f"{how}: wrong key: /v1/models refused too")
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
-        check(r.status == 200, f"{how}: /health open without a key")
+    check(call(port, "GET", "/health", timeout=5)[0] == 200, f"{how}: /health open without a key")
 
     e = raises(lambda: good.completions.create(model=model, prompt="x", max_tokens=1, extra_body={"priority": 3}),
                openai.BadRequestError)

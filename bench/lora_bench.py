@@ -5,12 +5,10 @@
 request on adapter X right after one on Y, against X after X and base after base). Adapters are
 written by scripts/make_lora.py on every attention and FFN matrix of every layer.
 
-usage: lora_bench.py VIGIL_WORKER MODEL [--ranks 8,64] [--type f16] [--reps 9] [--threads 2]
+usage: bench/run.sh bench/lora_bench.py VIGIL_WORKER MODEL [--ranks 8,64] [--type f16] [--reps 9] [--threads 2]
 Prints a Markdown table (docs/performance.md, "LoRA").
 """
 import argparse
-import http.client
-import json
 import os
 import re
 import signal
@@ -21,18 +19,16 @@ import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from vigil_harness import worker_client
+
+MAKE_LORA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "make_lora.py")
 
 
 def call(port, method, path, body=None):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-    conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                 headers={"Content-Type": "application/json"})
-    resp = conn.getresponse()
-    raw = resp.read()
-    conn.close()
-    if resp.status != 200:
-        sys.exit(f"{method} {path}: {resp.status} {raw[:300]!r}")
+    """The body of a request that must succeed; the run stops on any other answer."""
+    status, _, raw = worker_client.call(port, method, path, body, timeout=300)
+    if status != 200:
+        sys.exit(f"{method} {path}: {status} {raw[:300]!r}")
     return raw
 
 
@@ -66,7 +62,7 @@ def main():
     sizes = {}
     for r in ranks:
         out = os.path.join(tmp, f"r{r}.gguf")
-        subprocess.run([sys.executable, os.path.join(HERE, "make_lora.py"), "--model", a.model, "--out", out,
+        subprocess.run([sys.executable, MAKE_LORA, "--model", a.model, "--out", out,
                         "--rank", str(r), "--type", a.type, "--targets", "all", "--seed", str(r)],
                        check=True, stdout=subprocess.DEVNULL)
         sizes[r] = os.path.getsize(out) / 2**20

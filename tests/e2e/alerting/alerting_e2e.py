@@ -42,6 +42,10 @@ RULE_OVERRIDES = {'graphFailuresWindow': '20s', 'p1For': '5s', 'timeoutRiskFor':
 PAGE, PAGERDUTY, TICKET = '/page', '/pagerduty', '/ticket'
 # What the agent costs its node (issue #32): every panel of this row must show more than zeros.
 COST_ROW = ('vigil-agent', 'What Vigil costs this node')
+# Data only while a rank of a communicator is stuck, which this run never makes (its NCCL process
+# has no communicator: ncclCommInitRank fails without a GPU); alerting_rank_stuck shows their data.
+STUCK_RANK_PANELS = [('Vigil / NCCL and TCP', 'Stuck collectives'),
+                     ('Vigil / NCCL and TCP', 'Time since the last collective, by rank')]
 
 
 class Worker:
@@ -254,7 +258,7 @@ def main():
                 if args.dashboards:
                     from vigil_harness.dashboard_queries import check_dashboards
                     check_dashboards(stack, args.dashboards, began, time.time(), args.render_to,
-                                     nonzero_rows=[COST_ROW])
+                                     nonzero_rows=[COST_ROW], empty_here=STUCK_RANK_PANELS)
     finally:
         worker.stop()
     print("ok")

@@ -13,9 +13,13 @@ ncclCommInitRankConfig. The agent's view is scraped by a real Prometheus running
      (its pid, state running) and no other rank, within the wait threshold + `for` + 2 scrapes
      and evaluations (+ Alertmanager's group_wait); its description lists ranks 0, 1 and 3 as
      waiting. SIGCONT: the alert resolves.
+     While it pages, the NCCL/TCP dashboard's "Stuck collectives" table (its generated JSON, the
+     query as Grafana sends it) shows rank 2 alone, linking to its node's dashboard, and "Time
+     since the last collective, by rank" has the four ranks.
   3. Rank 1 is killed: once the agent drops its series, the alert pages for rank 1 with state
      gone (its labels from its last series), and for no other rank.
 usage: rank_stuck.py VIGIL_AGENT NCCL_RANKS"""
+import json
 import os
 import signal
 import subprocess
@@ -23,6 +27,7 @@ import sys
 import time
 
 from vigil_harness.agent import Agent, mapped_path, select, wait_attached
+from vigil_harness.dashboard_queries import substitute
 from vigil_harness.fail import fail, require_root
 from vigil_harness.stack import Stack
 from vigil_harness.wait import wait_for
@@ -38,6 +43,8 @@ ALERT = 'VigilCollectiveRankStuck'
 PAGE = '/page'
 # Prometheus scrapes and evaluates every second (stack.py); Alertmanager's group_wait is 1 s.
 SCRAPE_S, GROUP_WAIT_S = 1, 1
+NCCL_DASHBOARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..',
+                              'dashboards', 'generated', 'vigil-nccl-tcp.json')
 
 
 def fnv1a64(data):
@@ -129,6 +136,24 @@ def wait_page(stack, since, rank, state, budget):
     return got[0]
 
 
+def check_stuck_panels(stack, rank):
+    """The node dashboard's stuck-collective panels while RANK is stuck: the table names it alone
+    and links to its node's dashboard; the age panel has every rank."""
+    panels = {p['title']: p for p in json.load(open(NCCL_DASHBOARD))['panels']}
+    table, ages = panels['Stuck collectives'], panels['Time since the last collective, by rank']
+    rows = stack.query(substitute(table['targets'][0]['expr']))
+    named = sorted((r['metric'].get('rank'), r['metric'].get('node'), r['metric'].get('state')) for r in rows)
+    print("dashboard 'Stuck collectives': %s" % named)
+    if named != [(str(rank.rank), 'e2e-node', 'running')]:
+        fail("'Stuck collectives' shows %s, expected rank %d on e2e-node, running" % (named, rank.rank))
+    links = [link['url'] for link in table['fieldConfig']['defaults']['links']]
+    if not any('/d/vigil-nccl-tcp/' in u and 'var-node=${__data.fields.node}' in u for u in links):
+        fail("'Stuck collectives' has no link to the laggard node's dashboard: %s" % links)
+    got = sorted(r['metric'].get('rank') for r in stack.query(substitute(ages['targets'][0]['expr'])))
+    if got != [str(r) for r in range(NRANKS)]:
+        fail("'%s' shows ranks %s, expected 0-%d" % (ages['title'], got, NRANKS - 1))
+
+
 def main():
     require_root()
     agent_bin, ranks_bin = sys.argv[1], sys.argv[2]
@@ -166,6 +191,7 @@ def main():
                 os.kill(stopped.pid, signal.SIGSTOP)
                 budget = WAIT_S + FOR_S + 2 * SCRAPE_S + 2 * SCRAPE_S + GROUP_WAIT_S + 2
                 alert = wait_page(stack, since, stopped, 'running', budget)
+                check_stuck_panels(stack, stopped)
                 desc = alert['annotations']['description']
                 print("description: " + desc)
                 for r in ranks:

@@ -13,7 +13,7 @@
 //   liveness rule, ready_), so they are answered while a scrape waits for a lock;
 // - the HTTP endpoint's render thread: scrapes (collectors read BPF maps and processes_).
 // The locks the reader can wait for are held briefly: libraries_'s never across a /proc read;
-// processes_'s across reading one /proc/PID/comm and cgroup and a `tracked` map update; stats_'s
+// processes_'s across reading one /proc/PID/comm and cgroup; stats_'s
 // during a scrape's count of the BPF tables (map walks, milliseconds), which the rings absorb.
 #include "agent.h"
 

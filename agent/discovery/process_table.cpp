@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace vigil::agent {
 
@@ -18,14 +19,20 @@ std::string read_text_file(const std::string& path) {
 }
 
 void ProcessTable::report_alive(uint32_t pid, Entry& e) {
-  if (e.reported || e.exited || !on_change_) return;
+  if (e.reported || e.exited || !recording_) return;
   e.reported = true;
-  on_change_(pid, true);
+  changes_.push_back({pid, true});
 }
 
-void ProcessTable::set_on_change(std::function<void(uint32_t, bool)> on_change) {
+void ProcessTable::record_changes(bool on) {
   std::lock_guard lock(mu_);
-  on_change_ = std::move(on_change);
+  recording_ = on;
+  if (!on) changes_.clear();
+}
+
+std::vector<ProcessTable::Change> ProcessTable::take_changes() {
+  std::lock_guard lock(mu_);
+  return std::exchange(changes_, {});
 }
 
 ProcessLabels ProcessTable::labels(uint32_t pid) {
@@ -64,7 +71,7 @@ void ProcessTable::mark_exec(uint32_t pid) {
   std::lock_guard lock(mu_);
   auto it = entries_.find(pid);
   if (it == entries_.end()) return;
-  if (it->second.reported && on_change_) on_change_(pid, false);
+  if (it->second.reported && recording_) changes_.push_back({pid, false});
   entries_.erase(it);
 }
 
@@ -92,7 +99,7 @@ bool ProcessTable::expired(uint32_t pid) {
 void ProcessTable::sweep() {
   std::lock_guard lock(mu_);
   std::erase_if(entries_, [this](const auto& kv) {
-    if (kv.second.expired && kv.second.reported && on_change_) on_change_(kv.first, false);
+    if (kv.second.expired && kv.second.reported && recording_) changes_.push_back({kv.first, false});
     return kv.second.expired;
   });
 }

@@ -3,10 +3,10 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "discovery/cgroup.h"
 #include "discovery/pod_names.h"
@@ -39,11 +39,19 @@ class ProcessTable {
   size_t size();
   std::chrono::milliseconds grace() const { return grace_; }
   const std::string& proc_root() const { return proc_root_; }
-  // Called (under the table's lock, so calls for one pid arrive in order) when an entry of a
-  // live process is made (true: seen alive in /proc) and when that entry goes (false); the agent
-  // mirrors the table into the kernel with it. Entries made for a process already gone (a series
-  // that outlived its process) are not reported: no exit is to come.
-  void set_on_change(std::function<void(uint32_t pid, bool present)> on_change);
+  // A change of the table's live processes: an entry of a live process made (present: seen
+  // alive in /proc) or that entry gone. Entries made for a process already gone (a series that
+  // outlived its process) are not changes: no exit is to come.
+  struct Change {
+    uint32_t pid;
+    bool present;
+    bool operator==(const Change&) const = default;
+  };
+  // With ON, the table queues its changes for take_changes (the proc set mirrors them into the
+  // kernel's `tracked` map from housekeeping: a scrape that reads labels never writes a map).
+  void record_changes(bool on);
+  // The changes queued since the last call, in order.
+  std::vector<Change> take_changes();
   // Where a container id's namespace, pod and container names come from (none: labels stay empty).
   void set_pod_names(PodNameIndex* index) { pod_names_ = index; }
 
@@ -55,13 +63,14 @@ class ProcessTable {
     bool gone = false;
     bool expired = false;
     bool exited = false;  // seen exiting: /proc may still show it as a zombie
-    bool reported = false;  // on_change_(pid, true) called
+    bool reported = false;  // queued as present
   };
   std::string proc_root_;
   std::chrono::milliseconds grace_;
   std::mutex mu_;
   std::map<uint32_t, Entry> entries_;
-  std::function<void(uint32_t, bool)> on_change_;
+  bool recording_ = false;
+  std::vector<Change> changes_;
   PodNameIndex* pod_names_ = nullptr;
   void report_alive(uint32_t pid, Entry& e);  // mu_ held
 };

@@ -22,16 +22,20 @@ ProcSet::ProcSet(SetContext& ctx)
       libraries_(ctx.libraries),
       probe_(ctx.cfg.kernel_btf, ctx.stats, [this](uint32_t pid, bool exec) { on_event(pid, exec); },
              set_pin_dir(ctx.cfg.bpf_pin_root, "proc")) {
-  // The kernel sends the exits of the processes in the table only.
-  processes_.set_on_change([this](uint32_t pid, bool present) { probe_.track(pid, present); });
+  // The kernel sends the exits of the processes in the table only: the table's changes are
+  // mirrored into the probe's map from housekeeping (poll, expire), never from a scrape.
+  processes_.record_changes(true);
   libraries_.set_exec_events(true);
   probe_.add_rings(ctx.rings);  // last: a constructor that throws leaves no callback behind
 }
 
 ProcSet::~ProcSet() {
-  // The table stops mirroring into the probe's map before the map goes.
-  processes_.set_on_change(nullptr);
+  processes_.record_changes(false);
   libraries_.set_exec_events(false);
+}
+
+void ProcSet::mirror_changes() {
+  for (const auto& c : processes_.take_changes()) probe_.track(c.pid, c.present);
 }
 
 void ProcSet::on_event(uint32_t pid, bool exec) {

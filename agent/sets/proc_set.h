@@ -21,8 +21,13 @@ class ProcSet : public ProbeSet {
   ~ProcSet() override;
   ProcSet(const ProcSet&) = delete;
   ProcSet& operator=(const ProcSet&) = delete;
+  // Within 50 ms of a process entering the table its exit is tracked (an exit missed meanwhile
+  // is found by the /proc check); expire runs after the table's sweep, which withdraws entries.
+  void poll() override { mirror_changes(); }
+  void expire() override { mirror_changes(); }
 
  private:
+  void mirror_changes();
   void on_event(uint32_t pid, bool exec);  // the ring reader's thread
 
   ProcessTable& processes_;

@@ -99,9 +99,12 @@ def tracked_exit(agent, program):
         agent.scrape()), 15)
     if not s:
         fail("no series for the USDT program (pid %s): %s" % (pid, agent.log_text()))
+    # The proc set mirrors the table into `tracked` from housekeeping (every 50 ms), never from the
+    # scrape that read the labels: a scrape writes no map.
+    s = wait_for(lambda: (lambda s: s if tables(s)['tracked'] >= 1 else None)(agent.scrape()), 2) or s
     alive = tables(s)
     if alive['tracked'] < 1:
-        fail("the USDT program has series but the kernel tracks no process: %s" % alive)
+        fail("the USDT program has series but the kernel tracks no process 2 s later: %s" % alive)
     w.stdin.write('\n')
     w.stdin.flush()
     w.wait(timeout=10)

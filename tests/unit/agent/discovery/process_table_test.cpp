@@ -33,15 +33,20 @@ class ProcessTableMirror : public ::testing::Test {
   }
   void kill(uint32_t pid) { fs::remove_all(root_ / std::to_string(pid)); }
 
-  using Calls = std::vector<std::pair<uint32_t, bool>>;
+  using Calls = std::vector<ProcessTable::Change>;
   fs::path root_;
   Calls calls_;
+  // Every change the table queued so far, in order.
+  const Calls& calls() {
+    for (const auto& c : table().take_changes()) calls_.push_back(c);
+    return calls_;
+  }
 
   // A table on root_ (made after SetUp chose it) with no grace period.
   ProcessTable& table() {
     if (!real_) {
       real_ = std::make_unique<ProcessTable>(root_.string(), std::chrono::milliseconds(0));
-      real_->set_on_change([this](uint32_t pid, bool present) { calls_.emplace_back(pid, present); });
+      real_->record_changes(true);
     }
     return *real_;
   }
@@ -53,11 +58,11 @@ TEST_F(ProcessTableMirror, LiveProcessReportedOnceThenWithdrawnAtSweep) {
   EXPECT_EQ(table().labels(42).comm, "python");
   EXPECT_EQ(table().labels(42).comm, "python");
   EXPECT_FALSE(table().expired(42));
-  EXPECT_EQ(calls_, (Calls{{42, true}}));
+  EXPECT_EQ(calls(), (Calls{{42, true}}));
   table().mark_exited(42);  // the kernel dropped it from `tracked` itself
   EXPECT_TRUE(table().expired(42));
   table().sweep();
-  EXPECT_EQ(calls_, (Calls{{42, true}, {42, false}}));
+  EXPECT_EQ(calls(), (Calls{{42, true}, {42, false}}));
   EXPECT_EQ(table().size(), 0u);
 }
 
@@ -67,7 +72,7 @@ TEST_F(ProcessTableMirror, ExecWithdrawsAndNextLookupReportsAgain) {
   table().mark_exec(7);
   std::ofstream(root_ / "7" / "comm") << "nvidia-smi\n";
   EXPECT_EQ(table().labels(7).comm, "nvidia-smi");
-  EXPECT_EQ(calls_, (Calls{{7, true}, {7, false}, {7, true}}));
+  EXPECT_EQ(calls(), (Calls{{7, true}, {7, false}, {7, true}}));
 }
 
 TEST_F(ProcessTableMirror, ProcessAlreadyGoneIsNeverReported) {
@@ -76,7 +81,7 @@ TEST_F(ProcessTableMirror, ProcessAlreadyGoneIsNeverReported) {
   EXPECT_TRUE(table().expired(99));
   table().mark_exec(99);
   table().sweep();
-  EXPECT_TRUE(calls_.empty());
+  EXPECT_TRUE(calls().empty());
 }
 
 TEST_F(ProcessTableMirror, ExitedEntryIsNotReportedAgain) {
@@ -85,7 +90,17 @@ TEST_F(ProcessTableMirror, ExitedEntryIsNotReportedAgain) {
   table().mark_exited(5);
   kill(5);
   EXPECT_TRUE(table().expired(5));
-  EXPECT_EQ(calls_, (Calls{{5, true}}));
+  EXPECT_EQ(calls(), (Calls{{5, true}}));
+}
+
+TEST_F(ProcessTableMirror, NothingQueuedWhileNotRecording) {
+  spawn(8, "python");
+  table().record_changes(false);  // no proc set: nothing drains the queue, so none may grow
+  table().labels(8);
+  table().record_changes(true);
+  EXPECT_TRUE(calls().empty());
+  table().mark_exec(8);  // never reported present: no withdrawal either
+  EXPECT_TRUE(calls().empty());
 }
 
 }  // namespace

@@ -289,7 +289,7 @@ TEST(CudaModel, LogitsMatchTheCpuContextAndGraphsMatchEager) {
   std::uniform_int_distribution<int32_t> tok(0, hp.n_vocab - 1);
   std::vector<BatchToken> batch;
   for (int i = 0; i < 40; ++i)
-    batch.push_back({tok(rng), i / 2, i % 2 ? &b : &a, i >= 38});
+    batch.push_back({.token = tok(rng), .pos = i / 2, .seq = i % 2 ? &b : &a, .want_logits = i >= 38});
   ThreadPool pool(4);
   CpuForward cpu(*model, cache, pool, 40, kMaxPos);
   cpu.forward(batch);

@@ -48,7 +48,7 @@ std::vector<int32_t> gpu_greedy(cuda::CudaBackend& ctx, KvSequence& seq, const s
                                 int max_batch) {
   std::vector<BatchToken> batch;
   for (size_t i = 0; i < prompt.size(); ++i) {
-    batch.push_back({prompt[i], static_cast<int32_t>(i), &seq, i + 1 == prompt.size()});
+    batch.push_back({.token = prompt[i], .pos = static_cast<int32_t>(i), .seq = &seq, .want_logits = i + 1 == prompt.size()});
     if (static_cast<int>(batch.size()) == max_batch || i + 1 == prompt.size()) {
       ctx.forward(batch, false);
       batch.clear();
@@ -57,7 +57,7 @@ std::vector<int32_t> gpu_greedy(cuda::CudaBackend& ctx, KvSequence& seq, const s
   std::vector<int32_t> out;
   for (int step = 0; step < n; ++step) {
     out.push_back(ctx.argmax(0));
-    BatchToken next{out.back(), static_cast<int32_t>(prompt.size()) + step, &seq, true};
+    BatchToken next{.token = out.back(), .pos = static_cast<int32_t>(prompt.size()) + step, .seq = &seq, .want_logits = true};
     ctx.forward({&next, 1}, false);
   }
   return out;
@@ -72,13 +72,13 @@ std::vector<int32_t> cpu_greedy(const LlamaModel& model, const std::vector<int32
   KvSequence seq;
   blocks.reserve(seq, n_ctx, kBlock);
   std::vector<BatchToken> batch;
-  for (size_t i = 0; i < prompt.size(); ++i) batch.push_back({prompt[i], static_cast<int32_t>(i), &seq, i + 1 == prompt.size()});
+  for (size_t i = 0; i < prompt.size(); ++i) batch.push_back({.token = prompt[i], .pos = static_cast<int32_t>(i), .seq = &seq, .want_logits = i + 1 == prompt.size()});
   ctx.forward(batch);
   std::vector<int32_t> out;
   for (int step = 0; step < n; ++step) {
     auto l = ctx.logits(0);
     out.push_back(static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin()));
-    BatchToken next{out.back(), static_cast<int32_t>(prompt.size()) + step, &seq, true};
+    BatchToken next{.token = out.back(), .pos = static_cast<int32_t>(prompt.size()) + step, .seq = &seq, .want_logits = true};
     ctx.forward({&next, 1});
   }
   return out;
@@ -158,7 +158,7 @@ int bench(const LlamaModel& model, const std::vector<int32_t>& prompt, Args a) {
   gpu_greedy(ctx, seqs[0], prompt, 0, a.opt.max_batch);
   t0 = Clock::now();
   for (int step = 0; step < decode; ++step) {
-    BatchToken next{ctx.argmax(0), static_cast<int32_t>(prompt.size()) + step, &seqs[0], true};
+    BatchToken next{.token = ctx.argmax(0), .pos = static_cast<int32_t>(prompt.size()) + step, .seq = &seqs[0], .want_logits = true};
     ctx.forward({&next, 1}, false);
   }
   const double decode_s = seconds_since(t0);

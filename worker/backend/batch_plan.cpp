@@ -62,9 +62,11 @@ void decode_batch_plan(std::span<const int32_t> plan, std::vector<BatchToken>& b
   for (size_t i = 0; i < n_tokens; ++i) {
     const int32_t* t = tokens + i * kTokenInts;
     if (t[2] < 0 || static_cast<size_t>(t[2]) >= n_seqs) malformed("names sequence " + std::to_string(t[2]));
-    BatchToken token{t[0], t[1], &seqs[static_cast<size_t>(t[2])], (t[3] & kWantLogits) != 0};
-    token.generated = (t[3] & kGenerated) != 0;
-    batch.push_back(token);
+    batch.push_back({.token = t[0],
+                     .pos = t[1],
+                     .seq = &seqs[static_cast<size_t>(t[2])],
+                     .want_logits = (t[3] & kWantLogits) != 0,
+                     .generated = (t[3] & kGenerated) != 0});
   }
 }
 

@@ -18,7 +18,9 @@
 namespace vigil {
 
 // One token of a batch: its id, its position in its sequence, that sequence's block table
-// (which must already hold position `pos`), and the LoRA adapter its request uses.
+// (which must already hold position `pos`), and the LoRA adapter its request uses. Built with
+// named fields, `{.token = t, .pos = p, .seq = &s, .want_logits = true}`: four of its six
+// fields are an int or a bool, so a positional list would not say which is which.
 struct BatchToken {
   int32_t token = 0;
   int32_t pos = 0;

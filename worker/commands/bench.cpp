@@ -139,7 +139,7 @@ int bench_command(int argc, char** argv) {
     for (int start = 0; start < o.prompt; start += o.batch) {
       batch.clear();
       for (int i = start; i < std::min(o.prompt, start + o.batch); ++i)
-        batch.push_back({token_at(i, hp.n_vocab), i, &seq, i + 1 == o.prompt});
+        batch.push_back({.token = token_at(i, hp.n_vocab), .pos = i, .seq = &seq, .want_logits = i + 1 == o.prompt});
       backend->forward(batch);
     }
     pp.push_back(o.prompt / std::chrono::duration<double>(Clock::now() - t0).count());
@@ -152,14 +152,19 @@ int bench_command(int argc, char** argv) {
     for (auto& s : seqs) blocks.reserve(s, 8 + o.gen, block);
     for (int s = 0; s < n_seqs; ++s) {
       batch.clear();
-      for (int i = 0; i < 8; ++i) batch.push_back({token_at(i + s, hp.n_vocab), i, &seqs[s], i == 7});
+      for (int i = 0; i < 8; ++i)
+        batch.push_back({.token = token_at(i + s, hp.n_vocab), .pos = i, .seq = &seqs[s], .want_logits = i == 7});
       backend->forward(batch);
     }
     auto t0 = Clock::now();
     for (int step = 0; step < o.gen; ++step) {
       batch.clear();
       for (int s = 0; s < n_seqs; ++s)
-        batch.push_back({token_at(step * 31 + s, hp.n_vocab), 8 + step, &seqs[s], true, nullptr, true});
+        batch.push_back({.token = token_at(step * 31 + s, hp.n_vocab),
+                         .pos = 8 + step,
+                         .seq = &seqs[s],
+                         .want_logits = true,
+                         .generated = true});
       backend->forward(batch);
     }
     double tps = static_cast<double>(n_seqs) * o.gen / std::chrono::duration<double>(Clock::now() - t0).count();

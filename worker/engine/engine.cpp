@@ -83,15 +83,19 @@ void Engine::calibrate() {
   const int32_t vocab = model_.hparams().n_vocab;
   auto run = [&](int decode_pos, int prompt_tokens) {
     batch_.clear();
-    if (decode_pos >= 0) batch_.push_back({decode_pos % vocab, decode_pos, &decoder, true, nullptr, true});
-    for (int p = 0; p < prompt_tokens; ++p) batch_.push_back({p % vocab, p, &prompt, p + 1 == prompt_tokens, nullptr, false});
+    if (decode_pos >= 0)
+      batch_.push_back(
+          {.token = decode_pos % vocab, .pos = decode_pos, .seq = &decoder, .want_logits = true, .generated = true});
+    for (int p = 0; p < prompt_tokens; ++p)
+      batch_.push_back({.token = p % vocab, .pos = p, .seq = &prompt, .want_logits = p + 1 == prompt_tokens});
     const auto start = Clock::now();
     backend_->forward(batch_);
     return std::chrono::duration<double>(Clock::now() - start).count();
   };
   // The decoder's context, as a prompt: also pages the weights in.
   batch_.clear();
-  for (int p = 0; p < context; ++p) batch_.push_back({p % vocab, p, &decoder, p + 1 == context, nullptr, false});
+  for (int p = 0; p < context; ++p)
+    batch_.push_back({.token = p % vocab, .pos = p, .seq = &decoder, .want_logits = p + 1 == context});
   backend_->forward(batch_);
   double decode = run(context, 0);
   for (int i = 0; i < 2; ++i) decode = std::min(decode, run(context, 0));
@@ -363,9 +367,12 @@ void Engine::encode_batch(const std::vector<Slice>& plan) {
   batch_.clear();
   for (const Slice& s : plan)
     for (int p = s.begin; p < s.end; ++p)
-      batch_.push_back({s.seq->tokens[static_cast<size_t>(p)], p, &s.seq->kv,
-                        p + 1 == static_cast<int>(s.seq->tokens.size()), s.seq->adapter.get(),
-                        p >= s.seq->n_prompt});
+      batch_.push_back({.token = s.seq->tokens[static_cast<size_t>(p)],
+                        .pos = p,
+                        .seq = &s.seq->kv,
+                        .want_logits = p + 1 == static_cast<int>(s.seq->tokens.size()),
+                        .adapter = s.seq->adapter.get(),
+                        .generated = p >= s.seq->n_prompt});
 }
 
 bool Engine::run_forward(const std::vector<Slice>& plan) {

@@ -55,7 +55,8 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
     const size_t end = std::min(prompt.size(), start + static_cast<size_t>(shape_.max_batch));
     batch_.clear();
     for (size_t i = start; i < end; ++i)
-      batch_.push_back({prompt[i], static_cast<int32_t>(i), &seq, i + 1 == prompt.size()});
+      batch_.push_back(
+          {.token = prompt[i], .pos = static_cast<int32_t>(i), .seq = &seq, .want_logits = i + 1 == prompt.size()});
     backend_.forward(batch_);
   }
   seq.n_past = static_cast<int32_t>(prompt.size());
@@ -64,9 +65,8 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
 
   while (result.finish == FinishReason::kNone) {
     if (!result.tokens.empty()) {
-      BatchToken next{result.tokens.back(), seq.n_past, &seq, true};
-      next.generated = true;
-      batch_.assign(1, next);
+      batch_.assign(1, {.token = result.tokens.back(), .pos = seq.n_past, .seq = &seq, .want_logits = true,
+                        .generated = true});
       backend_.forward(batch_);
       ++seq.n_past;
     }

@@ -16,8 +16,9 @@ TEST(BatchPlan, RoundTripsTokensFlagsAndBlockTables) {
   KvSequence a, b;
   a.blocks = {7, 3};
   b.blocks = {5};
-  std::vector<BatchToken> batch = {{11, 0, &a, false}, {12, 1, &a, true}, {13, 16, &b, true}};
-  batch[2].generated = true;
+  std::vector<BatchToken> batch = {{.token = 11, .pos = 0, .seq = &a},
+                                   {.token = 12, .pos = 1, .seq = &a, .want_logits = true},
+                                   {.token = 13, .pos = 16, .seq = &b, .want_logits = true, .generated = true}};
 
   BatchPlanEncoder encoder;
   const std::span<int32_t> plan = encoder.encode(batch);
@@ -50,7 +51,7 @@ void expect_refused(std::span<const int32_t> plan, const std::string& what) {
 TEST(BatchPlan, RefusesPlansThatDoNotDescribeABatch) {
   KvSequence a;
   a.blocks = {1, 2};
-  const std::vector<BatchToken> batch = {{5, 0, &a, true}};
+  const std::vector<BatchToken> batch = {{.token = 5, .pos = 0, .seq = &a, .want_logits = true}};
   BatchPlanEncoder encoder;
   const std::span<int32_t> good = encoder.encode(batch);
   ASSERT_EQ(good.size(), 3u + 4u + 1u + 2u);  // counts, one token, one block count, two block ids

@@ -27,7 +27,7 @@ class ChunkedPrefill : public ::testing::Test {
   // Logits after each position of the prompt, in one pass.
   std::vector<std::vector<float>> whole(KvSequence& seq) {
     std::vector<BatchToken> batch;
-    for (int p = 0; p < kPrompt; ++p) batch.push_back({prompt_token(p), p, &seq, true});
+    for (int p = 0; p < kPrompt; ++p) batch.push_back({.token = prompt_token(p), .pos = p, .seq = &seq, .want_logits = true});
     ctx_.forward(batch);
     std::vector<std::vector<float>> out;
     for (int p = 0; p < kPrompt; ++p) {
@@ -67,9 +67,9 @@ TEST_F(ChunkedPrefill, ChunksOf1_3And7BesideADecodeEqualOnePass) {
   KvSequence decoder;
   ASSERT_TRUE(blocks_.reserve(decoder, 9, kBlock));
   std::vector<BatchToken> batch;
-  for (int p = 0; p < 8; ++p) batch.push_back({prompt_token(100 + p), p, &decoder, p == 7});
+  for (int p = 0; p < 8; ++p) batch.push_back({.token = prompt_token(100 + p), .pos = p, .seq = &decoder, .want_logits = p == 7});
   ctx_.forward(batch);
-  const BatchToken decode{prompt_token(200), 8, &decoder, true, nullptr, true};
+  const BatchToken decode{.token = prompt_token(200), .pos = 8, .seq = &decoder, .want_logits = true, .generated = true};
   ctx_.forward(std::span(&decode, 1));
   const auto alone = ctx_.logits(0);
   const std::vector<float> decode_alone(alone.begin(), alone.end());
@@ -80,7 +80,7 @@ TEST_F(ChunkedPrefill, ChunksOf1_3And7BesideADecodeEqualOnePass) {
     for (int begin = 0; begin < kPrompt; begin += chunk) {
       const int end = std::min(kPrompt, begin + chunk);
       batch.assign(1, decode);
-      for (int p = begin; p < end; ++p) batch.push_back({prompt_token(p), p, &seq, p + 1 == end});
+      for (int p = begin; p < end; ++p) batch.push_back({.token = prompt_token(p), .pos = p, .seq = &seq, .want_logits = p + 1 == end});
       ctx_.forward(batch);
       ASSERT_EQ(ctx_.n_logits(), 2);
       const auto got_decode = ctx_.logits(0);

@@ -33,7 +33,7 @@ TEST(DecodeAllocations, NoneInSteadyState) {
   int32_t token = 1;
   auto step = [&](int pos) {
     batch.clear();
-    for (auto& s : seqs) batch.push_back({token, pos, &s, true});
+    for (auto& s : seqs) batch.push_back({.token = token, .pos = pos, .seq = &s, .want_logits = true});
     ctx.forward(batch);
     token = sampler.sample(ctx.logits(0), history);
     history.push_back(token);

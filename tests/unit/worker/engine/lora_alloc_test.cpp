@@ -32,7 +32,7 @@ TEST(LoraDecodeAllocations, NoneInSteadyState) {
   batch.reserve(kSeqs);
   auto step = [&](int pos) {
     batch.clear();
-    for (int i = 0; i < kSeqs; ++i) batch.push_back({1 + i, pos, &seqs[static_cast<size_t>(i)], true, adapters[i]});
+    for (int i = 0; i < kSeqs; ++i) batch.push_back({.token = 1 + i, .pos = pos, .seq = &seqs[static_cast<size_t>(i)], .want_logits = true, .adapter = adapters[i]});
     ctx.forward(batch);
   };
   for (int pos = 0; pos < 4; ++pos) step(pos);  // warm-up: the matmul scratch reaches its size

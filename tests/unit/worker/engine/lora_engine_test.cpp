@@ -94,7 +94,7 @@ class LoraEngineTest : public ::testing::Test {
     EXPECT_TRUE(blocks.reserve(seq, static_cast<int>(tokens.size()), 16));
     std::vector<BatchToken> batch;
     for (size_t p = 0; p < tokens.size(); ++p)
-      batch.push_back({tokens[p], static_cast<int32_t>(p), &seq, p + 1 == tokens.size(), adapter});
+      batch.push_back({.token = tokens[p], .pos = static_cast<int32_t>(p), .seq = &seq, .want_logits = p + 1 == tokens.size(), .adapter = adapter});
     ctx.forward(batch);
     auto l = ctx.logits(0);
     return {l.begin(), l.end()};
@@ -164,7 +164,7 @@ TEST_F(LoraEngineTest, MixedBatchRowsEqualEachAdapterAlone) {
     for (size_t s = 0; s < seqs.size(); ++s) {
       if (p >= seqs[s].first.size()) continue;
       const bool last = p + 1 == seqs[s].first.size();
-      batch.push_back({seqs[s].first[p], static_cast<int32_t>(p), &kv[s], last, seqs[s].second});
+      batch.push_back({.token = seqs[s].first[p], .pos = static_cast<int32_t>(p), .seq = &kv[s], .want_logits = last, .adapter = seqs[s].second});
     }
   ctx.forward(batch);
   int row = 0;

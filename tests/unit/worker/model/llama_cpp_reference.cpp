@@ -29,15 +29,19 @@ std::vector<int32_t> greedy_decode(const LlamaModel& model, const std::vector<in
   EXPECT_TRUE(blocks.reserve(seq, n_ctx, 16));
   std::vector<BatchToken> batch;
   for (size_t i = 0; i < prompt.size(); ++i)
-    batch.push_back({prompt[i], static_cast<int32_t>(i), &seq, i + 1 == prompt.size(), adapter});
+    batch.push_back({.token = prompt[i], .pos = static_cast<int32_t>(i), .seq = &seq, .want_logits = i + 1 == prompt.size(), .adapter = adapter});
   ctx.forward(batch);
   std::vector<int32_t> out;
   for (int step = 0; step < n; ++step) {
     auto logits = ctx.logits(0);
     if (step == 0 && first_logits) first_logits->assign(logits.begin(), logits.end());
     out.push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
-    BatchToken next{out.back(), static_cast<int32_t>(prompt.size()) + step, &seq, true, adapter};
-    next.generated = true;
+    BatchToken next{.token = out.back(),
+                    .pos = static_cast<int32_t>(prompt.size()) + step,
+                    .seq = &seq,
+                    .want_logits = true,
+                    .adapter = adapter,
+                    .generated = true};
     ctx.forward({&next, 1});
   }
   return out;

@@ -26,7 +26,7 @@ from vigil_harness.netns import B_ADDR, Namespaces
 from vigil_harness.wait import wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = os.path.join(HERE, '..', '..', 'tests', 'e2e')
+STANDINS = os.path.join(HERE, '..', '..', 'tests', 'standins')
 
 NCCL_LIB = '/usr/local/cuda/lib64/libnccl.so.2'
 CUDA_ERROR_LAUNCH_FAILED = 719
@@ -97,7 +97,7 @@ def main():
                                   stdout=subprocess.PIPE, text=True)
         server.stdout.readline()
         nccl = subprocess.Popen(['ip', 'netns', 'exec', nets.a, sys.executable,
-                                 os.path.join(TESTS, 'alerting', 'nccl_tcp_fault.py'), NCCL_LIB, B_ADDR, '5301'],
+                                 os.path.join(STANDINS, 'nccl_tcp_fault.py'), NCCL_LIB, B_ADDR, '5301'],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             gpu_pid = int(gpu.stdout.readline().split('pid=')[1])

@@ -31,7 +31,7 @@ from vigil_harness.stack import Stack
 from vigil_harness.wait import wait_for
 from vigil_harness.worker_client import call
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+STANDINS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'standins')
 
 NCCL_LIB = '/usr/local/cuda/lib64/libnccl.so.2'
 LIBM = '/lib/x86_64-linux-gnu/libm.so.6'
@@ -156,7 +156,7 @@ def expect_resolved(stack, alertname, pid, still_running):
 
 
 def gpu_phase(stack, agent, libcuda, rules, base):
-    fault = subprocess.Popen([sys.executable, os.path.join(HERE, 'gpu_fault.py'), libcuda],
+    fault = subprocess.Popen([sys.executable, os.path.join(STANDINS, 'gpu_fault.py'), libcuda],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         pid = int(fault.stdout.readline().split('pid=')[1])
@@ -181,7 +181,7 @@ def tcp_phase(stack, agent, bulk, rules, base):
         server = subprocess.Popen(['ip', 'netns', 'exec', nets.b, bulk, 'listen', '5301', '0'],
                                   stdout=subprocess.PIPE, text=True)
         server.stdout.readline()
-        client = subprocess.Popen(['ip', 'netns', 'exec', nets.a, sys.executable, os.path.join(HERE, 'nccl_tcp_fault.py'),
+        client = subprocess.Popen(['ip', 'netns', 'exec', nets.a, sys.executable, os.path.join(STANDINS, 'nccl_tcp_fault.py'),
                                    NCCL_LIB, B_ADDR, '5301'], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             pid = int(client.stdout.readline().split('pid=')[1].split()[0])

@@ -1,12 +1,10 @@
-// Column-parallel matmul and the broadcast of the leader's plans (wire format:
-// docs/tensor-parallel.md).
+// A tensor-parallel group's protocol: settings check, the leader's plans, heartbeats, shutdown and
+// the products' all_gather (wire format: docs/tensor-parallel.md).
 #include "comm/tensor_parallel.h"
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 
-#include "base/ggml_types.h"
 
 namespace vigil {
 namespace {
@@ -88,37 +86,8 @@ TensorParallel::Message TensorParallel::receive(std::vector<int32_t>& plan) {
   return kind;
 }
 
-void TensorParallel::matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
-                            MatmulScratch& scratch) {
-  const int64_t ranks = world();
-  const int64_t share = (w.rows + ranks - 1) / ranks;
-  const int64_t r0 = std::min(w.rows, share * rank()), r1 = std::min(w.rows, r0 + share);
-  const size_t row_bytes = w.row_bytes();
-  const WeightView mine{w.type, w.data + static_cast<size_t>(r0) * row_bytes, r1 - r0, w.cols};
-
-  const size_t per_rank = static_cast<size_t>(n_tokens * share);
-  if (local_.size() < per_rank) local_.resize(per_rank);
-  if (gathered_.size() < per_rank * static_cast<size_t>(ranks)) gathered_.resize(per_rank * static_cast<size_t>(ranks));
-  // The last rank's share may be short; its padding rows travel as zeros and are dropped below.
-  float* out = local_.data();
-  if (mine.rows == share) {
-    ::vigil::matmul(mine, x, n_tokens, out, pool, scratch);
-  } else {
-    std::fill(local_.begin(), local_.begin() + static_cast<long>(per_rank), 0.0f);
-    if (mine.rows > 0) {
-      ::vigil::matmul(mine, x, n_tokens, gathered_.data(), pool, scratch);
-      for (int64_t t = 0; t < n_tokens; ++t)
-        std::memcpy(out + t * share, gathered_.data() + t * mine.rows, static_cast<size_t>(mine.rows) * sizeof(float));
-    }
-  }
-  guarded([&] { comm_.all_gather(out, per_rank, gathered_.data(), timeout_); });
-  // gathered_ is [rank][token][row in share]; y is [token][row].
-  for (int64_t r = 0; r < ranks; ++r) {
-    const int64_t begin = share * r, rows = std::max<int64_t>(0, std::min(w.rows, begin + share) - begin);
-    for (int64_t t = 0; t < n_tokens; ++t)
-      std::memcpy(y + t * w.rows + begin, gathered_.data() + (static_cast<size_t>(r) * per_rank) + t * share,
-                  static_cast<size_t>(rows) * sizeof(float));
-  }
+void TensorParallel::all_gather(const float* mine, size_t count, float* all) {
+  guarded([&] { comm_.all_gather(mine, count, all, timeout_); });
   last_sent_ = std::chrono::steady_clock::now();
 }
 

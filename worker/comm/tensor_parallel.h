@@ -1,12 +1,6 @@
-// Tensor parallelism by output rows: each rank computes a contiguous share of every weight
-// matrix's output rows and an all_gather assembles the full result on every rank.
-//
-// Why by output rows (column parallel) and not the usual row-parallel split with an all_reduce:
-// every output element is then the same dot product, in the same order, as on one rank, so the
-// forward pass is bit-identical and greedy tokens do not change. A row-parallel split sums partial
-// products in another order, and the 8-bit activation quantization downstream turns those last-bit
-// differences into different tokens. Heads need not divide evenly either (SmolLM2: 9 query heads,
-// 3 KV heads): the split is over rows, and attention runs whole on every rank.
+// A tensor-parallel group's protocol over a Communicator: the same settings on every rank, the
+// leader's plans, heartbeats and shutdown, and the all_gather of the products' shares. It carries
+// bytes only: the split product itself is the CPU backend's (backend/cpu/column_parallel_matmul.h).
 //
 // Rank 0 (the leader) plans every batch; before each forward pass it broadcasts the plan, an
 // opaque array of ints here (the CPU backend encodes batches: backend/batch_plan.h; wire format in
@@ -27,7 +21,6 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "kernels/cpu/matmul.h"
 
 namespace vigil {
 
@@ -57,10 +50,8 @@ class TensorParallel {
   // (followers pass an empty one).
   std::unique_lock<std::mutex> begin_forward(std::span<int32_t> plan);
 
-  // y = x · Wᵀ, bit-identical to matmul(): this rank's share of rows, then an all_gather.
-  // x: [n_tokens, w.cols], y: [n_tokens, w.rows].
-  void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
-              MatmulScratch& scratch);
+  // Every rank's `count` floats into `all`, in rank order ([world, count]), inside a forward pass.
+  void all_gather(const float* mine, size_t count, float* all);
 
   // Leader: a heartbeat every timeout/4 while no forward pass runs.
   void start_heartbeat();
@@ -88,9 +79,6 @@ class TensorParallel {
   std::condition_variable heartbeat_cv_;
   bool heartbeat_stop_ = false;
   std::thread heartbeat_;
-
-  std::vector<float> local_;      // [n_tokens, share] this rank's rows
-  std::vector<float> gathered_;   // [world, n_tokens, share]
 };
 
 }  // namespace vigil

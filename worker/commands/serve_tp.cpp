@@ -1,4 +1,5 @@
-// Tensor-parallel serving around the engine. The failure policy is "exit 3": after a timeout the
+// Tensor-parallel serving around the engine: flags, the group, and the process policy. The
+// follower's loop and the split products are the CPU backend's. The failure policy is "exit 3": after a timeout the
 // peers may be in different collectives and Gloo's pairs hold half-done transfers, so the only
 // sound recovery is a fresh group; the orchestrator restarts both ranks (Kubernetes: one pod with
 // both ranks, or a StatefulSet with a fresh rendezvous directory per start).
@@ -8,7 +9,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "backend/batch_plan.h"
+#include "backend/cpu/tp_follower.h"
 #include "backend/select/backend_select.h"
 #include "server/serve_config.h"
 
@@ -111,18 +112,10 @@ void TpGroup::serve(prometheus::Registry& registry) {
 int TpGroup::follow(const LlamaModel& model, const EngineConfig& e) {
   // The leader's engine shape, checked equal on every rank at the join.
   const std::unique_ptr<ForwardBackend> backend = make_backend(BackendConfig{}, model, backend_shape(e), &tp_);
-  std::vector<int32_t> plan;
-  std::vector<BatchToken> batch;
-  std::vector<KvSequence> seqs;
   std::fprintf(stderr, "vigil-worker: rank %d following rank 0's batches\n", options_.rank);
   try {
-    for (;;) {
-      const TensorParallel::Message m = tp_.receive(plan);
-      if (m == TensorParallel::Message::kShutdown) return 0;
-      if (m != TensorParallel::Message::kBatch) continue;
-      decode_batch_plan(plan, batch, seqs);
-      backend->forward(batch);
-    }
+    follow_leader(*backend, tp_);
+    return 0;
   } catch (const CollectiveError& err) {
     report(err, options_.rank);
     std::fprintf(stderr, "vigil-worker: rank %d: exiting 3\n", options_.rank);

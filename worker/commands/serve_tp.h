@@ -1,5 +1,6 @@
-// `vigil-worker serve --tp N`: the flags, the Gloo group, the leader's failure policy and the
-// follower loop of tensor-parallel serving (protocol and launch: docs/tensor-parallel.md).
+// `vigil-worker serve --tp N`: the flags, the Gloo group and the process policy of tensor-parallel
+// serving (leader: metrics, heartbeat, exit 3 on a failed collective; follower: run the CPU
+// backend's follower loop). Protocol and launch: docs/tensor-parallel.md.
 #pragma once
 
 #include <chrono>

@@ -120,7 +120,7 @@ void CpuForward::project(int layer, LayerMatrix m, Act in, Act out) {
 }
 
 void CpuForward::matmul(const WeightView& w, const float* x, int n, float* y) {
-  if (tp_) tp_->matmul(w, x, n, y, pool_, scratch_);
+  if (split_) split_->run(w, x, n, y, pool_, scratch_);
   else ::vigil::matmul(w, x, n, y, pool_, scratch_);
 }
 

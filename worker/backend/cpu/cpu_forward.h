@@ -4,10 +4,12 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "backend/batch_plan.h"
+#include "backend/cpu/column_parallel_matmul.h"
 #include "backend/cpu/kv_cache.h"
 #include "backend/forward_backend.h"
 #include "comm/tensor_parallel.h"
@@ -33,9 +35,13 @@ class CpuForward {
   std::span<const float> logits(int i) const;
   int n_logits() const { return n_logits_; }
 
-  // Splits every matrix product over the tensor-parallel group (comm/tensor_parallel.h); the
+  // Splits every matrix product over the tensor-parallel group (column_parallel_matmul.h); the
   // leader also sends each batch's plan to the followers first. nullptr: one rank.
-  void set_tensor_parallel(TensorParallel* tp) { tp_ = tp; }
+  void set_tensor_parallel(TensorParallel* tp) {
+    tp_ = tp;
+    if (tp) split_.emplace(*tp);
+    else split_.reset();
+  }
   bool tensor_parallel() const { return tp_ != nullptr; }
 
   const LlamaModel& model() const { return model_; }
@@ -74,6 +80,7 @@ class CpuForward {
   int n_logits_ = 0;
   std::span<const BatchToken> batch_;  // the pass being run
   TensorParallel* tp_ = nullptr;
+  std::optional<ColumnParallelMatmul> split_;  // with tp_: every product split over the group
   BatchPlanEncoder plan_;  // the leader's plans for the followers
 
   std::array<std::vector<float>, kActs> acts_;  // by Act: [max_batch, act_width]

@@ -1,6 +1,5 @@
 // Communicator and TensorParallel over real Gloo pairs on loopback: results against values
-// computed here, a timeout reported as such, and the column-parallel matmul bit-identical to
-// one rank's matmul.
+// computed here, a timeout reported as such, the leader's plans reaching the followers.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -13,47 +12,19 @@
 
 #include "comm/gloo_communicator.h"
 #include "comm/tensor_parallel.h"
+#include "worker/comm/gloo_ranks.h"
 
 namespace vigil {
 namespace {
 
-using namespace std::chrono_literals;
+using test::run_ranks;
 
-std::string fresh_dir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "vigil-comm-XXXXXX").string();
-  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-  return tmpl;
-}
+using namespace std::chrono_literals;
 
 struct Recorder : CollectiveObserver {
   std::vector<std::pair<CollectiveOp, CollectiveStatus>> seen;
   void on_collective(CollectiveOp op, CollectiveStatus status, size_t, double) override { seen.push_back({op, status}); }
 };
-
-// Runs body(comm) on `world` ranks, each a thread with its own communicator.
-void run_ranks(int world, const std::function<void(GlooCommunicator&)>& body) {
-  const std::string dir = fresh_dir();
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        GlooOptions o;
-        o.rank = r;
-        o.world = world;
-        o.store_dir = dir;
-        o.host = "127.0.0.1";
-        o.connect_timeout = 20s;
-        GlooCommunicator comm(o);
-        body(comm);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  std::filesystem::remove_all(dir);
-  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
-}
 
 TEST(GlooCommunicator, CollectivesComputeTheirDefinitions) {
   run_ranks(2, [](GlooCommunicator& comm) {
@@ -104,30 +75,6 @@ TEST(GlooCommunicator, TimeoutIsReportedNotHung) {
     EXPECT_LT(took, 1400ms);
     ASSERT_EQ(rec.seen.size(), 1u);
     EXPECT_EQ(rec.seen[0].second, CollectiveStatus::kTimeout);
-  });
-}
-
-// Rows that do not divide by the world size (7 over 2 ranks) exercise the padded last share.
-TEST(TensorParallel, ColumnParallelMatmulIsBitIdentical) {
-  const int64_t rows = 7, cols = 64, tokens = 3;
-  std::mt19937 rng(1);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> w(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(tokens * cols));
-  for (float& v : w) v = dist(rng);
-  for (float& v : x) v = dist(rng);
-  const WeightView view{GgmlType::F32, reinterpret_cast<const uint8_t*>(w.data()), rows, cols};
-  ThreadPool pool(1);
-  MatmulScratch scratch;
-  std::vector<float> want(static_cast<size_t>(tokens * rows));
-  matmul(view, x.data(), tokens, want.data(), pool, scratch);
-
-  run_ranks(2, [&](GlooCommunicator& comm) {
-    TensorParallel tp(comm, 5s);
-    ThreadPool p(1);
-    MatmulScratch s;
-    std::vector<float> got(want.size(), -1.0f);
-    tp.matmul(view, x.data(), tokens, got.data(), p, s);
-    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0) << "rank " << comm.rank();
   });
 }
 

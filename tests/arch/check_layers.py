@@ -9,6 +9,10 @@ below, lowest first. A file may include its own group and any lower rank; groups
 (siblings, e.g. the CPU and CUDA backends) may not include each other. Every source file must
 belong to a layer, so a new directory has to be placed here.
 
+Beyond the order, a few includes that rank would allow are refused (FORBIDDEN below): the
+worker's engine includes no concrete backend (it is handed one; backend/select builds it), and
+its CLI (commands/) no kernels (a verb runs them through a backend).
+
 Below all of them, and free to include: bpf/ (the structs shared with the BPF programs and the
 generated skeletons), common/, generated headers (vigil/version.h) and system headers. An
 include is resolved as the compiler does: next to the including file, then from the tree's root;
@@ -55,6 +59,12 @@ TREES = {
         (9, "main", ["main.cpp", "preflight.h", "preflight.cpp", "libbpf_log.h", "libbpf_log.cpp"]),
     ],
 }
+# (tree, including group, groups it may not include although they rank lower, why)
+FORBIDDEN = [
+    ("worker", "engine", ["backend/cpu", "backend/cuda", "backend/select"],
+     "the engine is handed its ForwardBackend; backend/select builds it"),
+    ("worker", "commands", ["kernels/cpu", "kernels/cuda"], "a verb runs kernels only through a backend"),
+]
 SOURCE_SUFFIXES = (".h", ".hpp", ".cpp", ".cc", ".c", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 
@@ -99,10 +109,14 @@ def file_problems(tree, layers, root, rel, path):
                 continue
             mine_rank, mine_group, _ = layers[own]
             their_rank, their_group, _ = layers[theirs]
+            forbidden = [why for t, group, theirs_, why in FORBIDDEN
+                         if t == tree and group == mine_group and their_group in theirs_]
             if their_rank > mine_rank:
                 why = "a higher layer"
             elif their_rank == mine_rank:
                 why = "a sibling layer"
+            elif forbidden:
+                why = "forbidden: " + forbidden[0]
             else:
                 continue
             problems.append((lineno, "%s/%s:%d: %s includes %s/%s, %s (%s)" % (

@@ -227,7 +227,7 @@ TEST(CudaOps, EmbeddingMatchesCpuDequantization) {
   }
 }
 
-// Paged attention over scattered blocks against a CPU loop with the CPU context's roundings.
+// Paged attention over scattered blocks against a CPU loop with the CPU backend's roundings.
 TEST(CudaOps, PagedAttentionMatchesCpu) {
   const int nh = 9, nkv = 3, hd = 64, bs = 16, n_blocks = 8, max_pos = 128, max_blocks = max_pos / bs;
   const int kv_dim = nkv * hd;
@@ -273,11 +273,11 @@ TEST(CudaOps, PagedAttentionMatchesCpu) {
 }
 
 
-// The whole model: prefill logits of a 40-token batch spread over two sequences, CPU context
-// against the CUDA context for each matmul path; then decode steps with graphs on and off must
+// The whole model: prefill logits of a 40-token batch spread over two sequences, CPU backend
+// against the CUDA backend for each matmul path; then decode steps with graphs on and off must
 // give bit-identical logits (the graph replays the same kernels on the same rows). The CPU
 // quantizes activations to q8 for its dot products and the GPU does not, hence the bound.
-TEST(CudaModel, LogitsMatchTheCpuContextAndGraphsMatchEager) {
+TEST(CudaModel, LogitsMatchTheCpuBackendAndGraphsMatchEager) {
   auto model = LlamaModel::load(VIGIL_MODEL_PATH);
   const LlamaHparams& hp = model->hparams();
   constexpr int kBs = 16, kBlocks = 16, kMaxPos = 128;

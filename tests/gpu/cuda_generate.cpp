@@ -1,5 +1,5 @@
 // GPU generation check and benchmark for tests/gpu/device_check.sh: greedy generation on the CPU
-// context and on the CUDA context (graphs on and off), prefill/decode tokens/s, 16-stream decode
+// backend and on the CUDA backend (graphs on and off), prefill/decode tokens/s, 16-stream decode
 // throughput, and the worker's own allocator and graph counters as JSON for the agent comparison.
 //   cuda_generate MODEL check [--vmm]              greedy tokens CPU vs CUDA; exit 1 on mismatch
 //   cuda_generate MODEL bench [--graphs on|off] [--matmul auto|cublas|gemv] [--vmm] [--streams N]
@@ -44,21 +44,21 @@ struct Args {
 };
 
 // Greedy continuation on the GPU: prefill the prompt in chunks of max_batch, then decode.
-std::vector<int32_t> gpu_greedy(cuda::CudaBackend& ctx, KvSequence& seq, const std::vector<int32_t>& prompt, int n,
+std::vector<int32_t> gpu_greedy(cuda::CudaBackend& backend, KvSequence& seq, const std::vector<int32_t>& prompt, int n,
                                 int max_batch) {
   std::vector<BatchToken> batch;
   for (size_t i = 0; i < prompt.size(); ++i) {
     batch.push_back({.token = prompt[i], .pos = static_cast<int32_t>(i), .seq = &seq, .want_logits = i + 1 == prompt.size()});
     if (static_cast<int>(batch.size()) == max_batch || i + 1 == prompt.size()) {
-      ctx.forward(batch, false);
+      backend.forward(batch, false);
       batch.clear();
     }
   }
   std::vector<int32_t> out;
   for (int step = 0; step < n; ++step) {
-    out.push_back(ctx.argmax(0));
+    out.push_back(backend.argmax(0));
     BatchToken next{.token = out.back(), .pos = static_cast<int32_t>(prompt.size()) + step, .seq = &seq, .want_logits = true};
-    ctx.forward({&next, 1}, false);
+    backend.forward({&next, 1}, false);
   }
   return out;
 }
@@ -68,18 +68,18 @@ std::vector<int32_t> cpu_greedy(const LlamaModel& model, const std::vector<int32
   KvCache cache(model.hparams(), (n_ctx + kBlock - 1) / kBlock, kBlock);
   KvBlockAllocator blocks(cache.n_blocks());
   ThreadPool pool(4);
-  CpuForward ctx(model, cache, pool, static_cast<int>(prompt.size()), n_ctx);
+  CpuForward backend(model, cache, pool, static_cast<int>(prompt.size()), n_ctx);
   KvSequence seq;
   blocks.reserve(seq, n_ctx, kBlock);
   std::vector<BatchToken> batch;
   for (size_t i = 0; i < prompt.size(); ++i) batch.push_back({.token = prompt[i], .pos = static_cast<int32_t>(i), .seq = &seq, .want_logits = i + 1 == prompt.size()});
-  ctx.forward(batch);
+  backend.forward(batch);
   std::vector<int32_t> out;
   for (int step = 0; step < n; ++step) {
-    auto l = ctx.logits(0);
+    auto l = backend.logits(0);
     out.push_back(static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin()));
     BatchToken next{.token = out.back(), .pos = static_cast<int32_t>(prompt.size()) + step, .seq = &seq, .want_logits = true};
-    ctx.forward({&next, 1});
+    backend.forward({&next, 1});
   }
   return out;
 }
@@ -90,9 +90,9 @@ std::string ids(const std::vector<int32_t>& v) {
   return "[" + s + "]";
 }
 
-void print_counters(const cuda::CudaBackend& ctx) {
-  const AllocatorStats a = ctx.allocator_stats();
-  const GraphStats g = *ctx.graph_stats();
+void print_counters(const cuda::CudaBackend& backend) {
+  const AllocatorStats a = backend.allocator_stats();
+  const GraphStats g = *backend.graph_stats();
   std::printf("\"allocator\": {\"segment_allocs\": %llu, \"segment_frees\": %llu, \"reserved_bytes\": %zu, "
               "\"segments\": %zu},\n\"graphs\": {\"captures\": %llu, \"capture_failures\": %llu, \"launches\": %llu, "
               "\"launch_failures\": %llu, \"eager_steps\": %llu}",
@@ -111,12 +111,12 @@ int check(const LlamaModel& model, const std::vector<int32_t>& prompt, Args a) {
   std::vector<int32_t> gpu[2];
   for (int graphs = 0; graphs < 2; ++graphs) {
     a.opt.graphs = graphs == 1;
-    cuda::CudaBackend ctx(model, a.opt);
+    cuda::CudaBackend backend(model, a.opt);
     KvBlockAllocator blocks(a.opt.n_blocks);
     KvSequence seq;
     blocks.reserve(seq, static_cast<int32_t>(prompt.size()) + n, kBlock);
-    gpu[graphs] = gpu_greedy(ctx, seq, prompt, n, a.opt.max_batch);
-    std::fprintf(stderr, "%s\n", ctx.describe().c_str());
+    gpu[graphs] = gpu_greedy(backend, seq, prompt, n, a.opt.max_batch);
+    std::fprintf(stderr, "%s\n", backend.describe().c_str());
   }
   int agree = 0;
   while (agree < n && cpu[static_cast<size_t>(agree)] == gpu[1][static_cast<size_t>(agree)]) ++agree;
@@ -139,8 +139,8 @@ int bench(const LlamaModel& model, const std::vector<int32_t>& prompt, Args a) {
     std::fflush(stdout);
     std::getline(std::cin, line);
   }
-  cuda::CudaBackend ctx(model, a.opt);
-  std::fprintf(stderr, "%s\n", ctx.describe().c_str());
+  cuda::CudaBackend backend(model, a.opt);
+  std::fprintf(stderr, "%s\n", backend.describe().c_str());
   KvBlockAllocator blocks(a.opt.n_blocks);
   std::vector<KvSequence> seqs(static_cast<size_t>(streams));
   for (KvSequence& s : seqs) blocks.reserve(s, a.opt.max_positions, kBlock);
@@ -149,36 +149,36 @@ int bench(const LlamaModel& model, const std::vector<int32_t>& prompt, Args a) {
   std::vector<int32_t> long_prompt;
   while (long_prompt.size() < 256) long_prompt.insert(long_prompt.end(), prompt.begin(), prompt.end());
   long_prompt.resize(256);
-  gpu_greedy(ctx, seqs[0], long_prompt, 1, a.opt.max_batch);
+  gpu_greedy(backend, seqs[0], long_prompt, 1, a.opt.max_batch);
   auto t0 = Clock::now();
-  gpu_greedy(ctx, seqs[0], long_prompt, 0, a.opt.max_batch);
+  gpu_greedy(backend, seqs[0], long_prompt, 0, a.opt.max_batch);
   const double prefill_s = seconds_since(t0);
 
   // Single-stream decode after the prompt (the prefill is not timed).
-  gpu_greedy(ctx, seqs[0], prompt, 0, a.opt.max_batch);
+  gpu_greedy(backend, seqs[0], prompt, 0, a.opt.max_batch);
   t0 = Clock::now();
   for (int step = 0; step < decode; ++step) {
-    BatchToken next{.token = ctx.argmax(0), .pos = static_cast<int32_t>(prompt.size()) + step, .seq = &seqs[0], .want_logits = true};
-    ctx.forward({&next, 1}, false);
+    BatchToken next{.token = backend.argmax(0), .pos = static_cast<int32_t>(prompt.size()) + step, .seq = &seqs[0], .want_logits = true};
+    backend.forward({&next, 1}, false);
   }
   const double decode_s = seconds_since(t0);
 
   // streams sequences decoding together: one batch row each per step.
   std::vector<BatchToken> batch(static_cast<size_t>(streams));
   for (int s = 0; s < streams; ++s) batch[static_cast<size_t>(s)] = {prompt[0], 0, &seqs[static_cast<size_t>(s)], true};
-  ctx.forward(batch, false);  // untimed: captures this bucket's graph
+  backend.forward(batch, false);  // untimed: captures this bucket's graph
   t0 = Clock::now();
   for (int step = 0; step < decode; ++step) {
     for (int s = 0; s < streams; ++s)
-      batch[static_cast<size_t>(s)] = {step == 0 ? prompt[0] : ctx.argmax(s), step, &seqs[static_cast<size_t>(s)], true};
-    ctx.forward(batch, false);
+      batch[static_cast<size_t>(s)] = {step == 0 ? prompt[0] : backend.argmax(s), step, &seqs[static_cast<size_t>(s)], true};
+    backend.forward(batch, false);
   }
   const double multi_s = seconds_since(t0);
   std::printf("{\"describe\": \"%s\",\n\"prefill_tokens_per_s\": %.1f,\n\"decode_tokens_per_s\": %.1f,\n"
               "\"streams\": %d, \"multi_stream_tokens_per_s\": %.1f,\n",
-              ctx.describe().c_str(), 256.0 / prefill_s, decode / decode_s,
+              backend.describe().c_str(), 256.0 / prefill_s, decode / decode_s,
               streams, streams * decode / multi_s);
-  print_counters(ctx);
+  print_counters(backend);
   std::printf(", \"pid\": %d}\n", static_cast<int>(getpid()));
   std::fflush(stdout);
   if (a.handshake) std::getline(std::cin, line);

@@ -73,9 +73,9 @@ CudaBackend::CudaBackend(const LlamaModel& model, const CudaOptions& options)
                                             : GraphBuckets(options.graph_buckets),
               options.graphs) {
   if (opt_.max_batch <= 0 || opt_.max_positions <= 0 || opt_.n_blocks <= 0 || opt_.block_size <= 0)
-    throw std::invalid_argument("CUDA context needs max_batch, max_positions, n_blocks and block_size > 0");
+    throw std::invalid_argument("CUDA backend needs max_batch, max_positions, n_blocks and block_size > 0");
   if (graphs_.buckets().sizes().back() > opt_.max_batch)
-    throw std::invalid_argument("CUDA context: a graph bucket exceeds max_batch");
+    throw std::invalid_argument("CUDA backend: a graph bucket exceeds max_batch");
   // What the kernels assume (ops.cu attention: head_dim divides 128; gemm.cu: rows of 32-blocks).
   if (hp_.head_dim > 128 || 128 % hp_.head_dim != 0 || hp_.n_head % hp_.n_head_kv != 0 || hp_.n_embd % 32 != 0 ||
       hp_.n_ff % 32 != 0)

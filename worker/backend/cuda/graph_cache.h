@@ -27,7 +27,7 @@ class GraphBuckets {
   std::vector<int> sizes_;
 };
 
-// What a decode step of the graph cache drives: the CUDA context on a GPU, a fake in tests.
+// What a decode step of the graph cache drives: the CUDA backend on a GPU, a fake in tests.
 // Results are CUresult values (0 success), passed through to probes and counters untouched.
 class GraphRunner {
  public:

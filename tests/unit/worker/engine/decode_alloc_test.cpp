@@ -17,7 +17,7 @@ TEST(DecodeAllocations, NoneInSteadyState) {
   KvCache cache(hp, kSeqs * kCtx / 16, 16);
   KvBlockAllocator blocks(cache.n_blocks());
   ThreadPool pool(2);
-  CpuForward ctx(*model, cache, pool, 16, kCtx);
+  CpuForward cpu(*model, cache, pool, 16, kCtx);
   std::vector<KvSequence> seqs(kSeqs);
   for (auto& s : seqs) ASSERT_TRUE(blocks.reserve(s, kCtx, 16));
   SamplingParams params;
@@ -34,8 +34,8 @@ TEST(DecodeAllocations, NoneInSteadyState) {
   auto step = [&](int pos) {
     batch.clear();
     for (auto& s : seqs) batch.push_back({.token = token, .pos = pos, .seq = &s, .want_logits = true});
-    ctx.forward(batch);
-    token = sampler.sample(ctx.logits(0), history);
+    cpu.forward(batch);
+    token = sampler.sample(cpu.logits(0), history);
     history.push_back(token);
   };
   for (int pos = 0; pos < 8; ++pos) step(pos);  // warm-up: scratch buffers reach their size

@@ -1,5 +1,5 @@
 // Steady-state decoding with LoRA adapters allocates nothing on the heap: batches mixing the base
-// model and two adapters run on buffers sized when the context was built (counting operator new).
+// model and two adapters run on buffers sized when the forward pass was built (counting operator new).
 #include <gtest/gtest.h>
 
 
@@ -25,7 +25,7 @@ TEST(LoraDecodeAllocations, NoneInSteadyState) {
   KvCache cache(model->hparams(), kSeqs * kCtx / 16, 16);
   KvBlockAllocator blocks(cache.n_blocks());
   ThreadPool pool(2);
-  CpuForward ctx(*model, cache, pool, 16, kCtx);
+  CpuForward cpu(*model, cache, pool, 16, kCtx);
   std::vector<KvSequence> seqs(kSeqs);
   for (auto& s : seqs) ASSERT_TRUE(blocks.reserve(s, kCtx, 16));
   std::vector<BatchToken> batch;
@@ -33,7 +33,7 @@ TEST(LoraDecodeAllocations, NoneInSteadyState) {
   auto step = [&](int pos) {
     batch.clear();
     for (int i = 0; i < kSeqs; ++i) batch.push_back({.token = 1 + i, .pos = pos, .seq = &seqs[static_cast<size_t>(i)], .want_logits = true, .adapter = adapters[i]});
-    ctx.forward(batch);
+    cpu.forward(batch);
   };
   for (int pos = 0; pos < 4; ++pos) step(pos);  // warm-up: the matmul scratch reaches its size
   const long before = test::heap_allocations();

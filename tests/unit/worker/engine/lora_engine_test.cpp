@@ -89,14 +89,14 @@ class LoraEngineTest : public ::testing::Test {
     KvCache cache(model_->hparams(), 8, 16);
     KvBlockAllocator blocks(cache.n_blocks());
     ThreadPool pool(2);
-    CpuForward ctx(*model_, cache, pool, 32, 128);
+    CpuForward cpu(*model_, cache, pool, 32, 128);
     KvSequence seq;
     EXPECT_TRUE(blocks.reserve(seq, static_cast<int>(tokens.size()), 16));
     std::vector<BatchToken> batch;
     for (size_t p = 0; p < tokens.size(); ++p)
       batch.push_back({.token = tokens[p], .pos = static_cast<int32_t>(p), .seq = &seq, .want_logits = p + 1 == tokens.size(), .adapter = adapter});
-    ctx.forward(batch);
-    auto l = ctx.logits(0);
+    cpu.forward(batch);
+    auto l = cpu.logits(0);
     return {l.begin(), l.end()};
   }
 
@@ -150,7 +150,7 @@ TEST_F(LoraEngineTest, MixedBatchRowsEqualEachAdapterAlone) {
   KvCache cache(model_->hparams(), 16, 16);
   KvBlockAllocator blocks(cache.n_blocks());
   ThreadPool pool(2);
-  CpuForward ctx(*model_, cache, pool, 64, 128);
+  CpuForward cpu(*model_, cache, pool, 64, 128);
   std::vector<KvSequence> kv(seqs.size());
   std::vector<BatchToken> batch;
   // Tokens of the sequences interleaved, so each adapter's rows are scattered through the batch.
@@ -166,13 +166,13 @@ TEST_F(LoraEngineTest, MixedBatchRowsEqualEachAdapterAlone) {
       const bool last = p + 1 == seqs[s].first.size();
       batch.push_back({.token = seqs[s].first[p], .pos = static_cast<int32_t>(p), .seq = &kv[s], .want_logits = last, .adapter = seqs[s].second});
     }
-  ctx.forward(batch);
+  cpu.forward(batch);
   int row = 0;
   for (const BatchToken& t : batch)
     if (t.want_logits) row_of[static_cast<size_t>(t.seq - kv.data())] = row++;
   for (size_t s = 0; s < seqs.size(); ++s) {
     const auto alone = prefill_logits(seqs[s].first, seqs[s].second);
-    auto mixed = ctx.logits(row_of[s]);
+    auto mixed = cpu.logits(row_of[s]);
     EXPECT_EQ(std::memcmp(alone.data(), mixed.data(), alone.size() * sizeof(float)), 0) << "sequence " << s;
   }
 }

@@ -24,16 +24,16 @@ std::vector<int32_t> greedy_decode(const LlamaModel& model, const std::vector<in
   KvCache cache(model.hparams(), (n_ctx + 15) / 16, 16);
   KvBlockAllocator blocks(cache.n_blocks());
   ThreadPool pool(2);
-  CpuForward ctx(model, cache, pool, static_cast<int>(prompt.size()), n_ctx);
+  CpuForward cpu(model, cache, pool, static_cast<int>(prompt.size()), n_ctx);
   KvSequence seq;
   EXPECT_TRUE(blocks.reserve(seq, n_ctx, 16));
   std::vector<BatchToken> batch;
   for (size_t i = 0; i < prompt.size(); ++i)
     batch.push_back({.token = prompt[i], .pos = static_cast<int32_t>(i), .seq = &seq, .want_logits = i + 1 == prompt.size(), .adapter = adapter});
-  ctx.forward(batch);
+  cpu.forward(batch);
   std::vector<int32_t> out;
   for (int step = 0; step < n; ++step) {
-    auto logits = ctx.logits(0);
+    auto logits = cpu.logits(0);
     if (step == 0 && first_logits) first_logits->assign(logits.begin(), logits.end());
     out.push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
     BatchToken next{.token = out.back(),
@@ -42,7 +42,7 @@ std::vector<int32_t> greedy_decode(const LlamaModel& model, const std::vector<in
                     .want_logits = true,
                     .adapter = adapter,
                     .generated = true};
-    ctx.forward({&next, 1});
+    cpu.forward({&next, 1});
   }
   return out;
 }

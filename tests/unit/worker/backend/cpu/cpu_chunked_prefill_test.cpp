@@ -20,7 +20,7 @@ class ChunkedPrefill : public ::testing::Test {
   static void SetUpTestSuite() { model_ = LlamaModel::load(VIGIL_MODEL_PATH).release(); }
   static void TearDownTestSuite() { delete model_; }
 
-  ChunkedPrefill() : cache_(model_->hparams(), 16, kBlock), blocks_(16), ctx_(*model_, cache_, pool_, kContext, kContext) {}
+  ChunkedPrefill() : cache_(model_->hparams(), 16, kBlock), blocks_(16), forward_(*model_, cache_, pool_, kContext, kContext) {}
 
   static int32_t prompt_token(int pos) { return 1 + (pos * 7919) % (model_->hparams().n_vocab - 1); }
 
@@ -28,10 +28,10 @@ class ChunkedPrefill : public ::testing::Test {
   std::vector<std::vector<float>> whole(KvSequence& seq) {
     std::vector<BatchToken> batch;
     for (int p = 0; p < kPrompt; ++p) batch.push_back({.token = prompt_token(p), .pos = p, .seq = &seq, .want_logits = true});
-    ctx_.forward(batch);
+    forward_.forward(batch);
     std::vector<std::vector<float>> out;
     for (int p = 0; p < kPrompt; ++p) {
-      const auto row = ctx_.logits(p);
+      const auto row = forward_.logits(p);
       out.emplace_back(row.begin(), row.end());
     }
     return out;
@@ -53,7 +53,7 @@ class ChunkedPrefill : public ::testing::Test {
   KvCache cache_;
   KvBlockAllocator blocks_;
   ThreadPool pool_{2};
-  CpuForward ctx_;
+  CpuForward forward_;
 };
 
 LlamaModel* ChunkedPrefill::model_ = nullptr;
@@ -68,10 +68,10 @@ TEST_F(ChunkedPrefill, ChunksOf1_3And7BesideADecodeEqualOnePass) {
   ASSERT_TRUE(blocks_.reserve(decoder, 9, kBlock));
   std::vector<BatchToken> batch;
   for (int p = 0; p < 8; ++p) batch.push_back({.token = prompt_token(100 + p), .pos = p, .seq = &decoder, .want_logits = p == 7});
-  ctx_.forward(batch);
+  forward_.forward(batch);
   const BatchToken decode{.token = prompt_token(200), .pos = 8, .seq = &decoder, .want_logits = true, .generated = true};
-  ctx_.forward(std::span(&decode, 1));
-  const auto alone = ctx_.logits(0);
+  forward_.forward(std::span(&decode, 1));
+  const auto alone = forward_.logits(0);
   const std::vector<float> decode_alone(alone.begin(), alone.end());
 
   for (int chunk : {1, 3, 7}) {
@@ -81,12 +81,12 @@ TEST_F(ChunkedPrefill, ChunksOf1_3And7BesideADecodeEqualOnePass) {
       const int end = std::min(kPrompt, begin + chunk);
       batch.assign(1, decode);
       for (int p = begin; p < end; ++p) batch.push_back({.token = prompt_token(p), .pos = p, .seq = &seq, .want_logits = p + 1 == end});
-      ctx_.forward(batch);
-      ASSERT_EQ(ctx_.n_logits(), 2);
-      const auto got_decode = ctx_.logits(0);
+      forward_.forward(batch);
+      ASSERT_EQ(forward_.n_logits(), 2);
+      const auto got_decode = forward_.logits(0);
       ASSERT_EQ(std::memcmp(got_decode.data(), decode_alone.data(), decode_alone.size() * sizeof(float)), 0)
           << "chunks of " << chunk << ": the decode beside positions [" << begin << ", " << end << ")";
-      const auto got = ctx_.logits(1);
+      const auto got = forward_.logits(1);
       const auto& want = expected[static_cast<size_t>(end - 1)];
       ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
           << "chunks of " << chunk << ": logits after position " << end - 1 << " (chunk from " << begin << ")";

@@ -14,7 +14,7 @@
 #include "collectors/metric_builder.h"
 #include "collectors/nccl_comm_id.h"
 #include "collectors/process_labels.h"
-#include "collectors/tcp_collector.h"  // monotonic_ns
+#include "probes/tcp_maps.h"  // monotonic_ns
 #include "nccl_events.h"
 #include "probes/bpf_util.h"
 #include "probes/nccl_probe.h"

@@ -1,4 +1,4 @@
-// Exports TCP retransmits, resets, RTO and backoff per process from tcp.bpf.c's maps at scrape time.
+// Exports TCP retransmits, resets, RTO and backoff per process from a snapshot of tcp.bpf.c's maps.
 #pragma once
 
 #include <prometheus/collectable.h>
@@ -11,33 +11,23 @@
 #include "collectors/group_sums.h"
 #include "collectors/metric_builder.h"
 #include "discovery/process_table.h"
-
-struct tcp_timer_state;
+#include "probes/tcp_maps.h"
 
 namespace vigil::agent {
 
-// An address as tcp.bpf.c stores it (IPv4 in the first 4 bytes) in text; "unknown" for another family.
-std::string address_text(uint16_t family, const uint8_t* addr);
-// CLOCK_MONOTONIC in ns, the clock BPF timestamps use.
-uint64_t monotonic_ns();
-// Seconds the socket behind `s` has been stalled (consecutive timeouts) at now_ns; 0 when not.
-double stall_seconds(const tcp_timer_state& s, uint64_t now_ns);
-
 class TcpCollector : public prometheus::Collectable {
  public:
-  // peer_counts_fd: tcp.bpf.c's entries per process in peers (dropped with them).
-  TcpCollector(int peers_fd, int peer_counts_fd, int procs_fd, int top_peers, ProcessTable& processes)
-      : peers_fd_(peers_fd), peer_counts_fd_(peer_counts_fd), procs_fd_(procs_fd), top_peers_(top_peers),
-        processes_(processes), retired_resets_(processes.grace()) {}
+  TcpCollector(const TcpReader& maps, int top_peers, ProcessTable& processes)
+      : maps_(maps), top_peers_(top_peers), processes_(processes), retired_resets_(processes.grace()) {}
   std::vector<prometheus::MetricFamily> Collect() const override;
 
-  // Drops kernel state and peer choices of processes gone longer than the grace period.
-  void expire() const;
+  // Before the set has the map owner forget DEAD (processes gone past the grace period): keeps
+  // their resets in their group's sums and drops their peer choices; their entries in SNAPSHOT
+  // are not rendered again. Groups without a live member in SNAPSHOT are dropped once they linger.
+  void retire(const TcpSnapshot& snapshot, const std::set<uint32_t>& dead) const;
 
  private:
-  int peers_fd_;
-  int peer_counts_fd_;
-  int procs_fd_;
+  const TcpReader& maps_;
   int top_peers_;
   ProcessTable& processes_;
   mutable std::mutex mu_;
@@ -56,6 +46,9 @@ class TcpCollector : public prometheus::Collectable {
     }
   };
   mutable RetiredSums<ResetCounts> retired_resets_;
+  // Retired at the latest retire(), so forgotten by the map owner right after it: a scrape
+  // between the two must not count their resets a second time.
+  mutable std::set<uint32_t> retired_pids_;
 };
 
 }  // namespace vigil::agent

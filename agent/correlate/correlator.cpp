@@ -14,7 +14,7 @@
 #include "collective_events.h"
 #include "collectors/metric_builder.h"
 #include "collectors/process_labels.h"
-#include "collectors/tcp_collector.h"
+#include "probes/tcp_maps.h"
 #include "correlate/peer_view.h"
 #include "nccl_events.h"
 #include "probes/bpf_util.h"

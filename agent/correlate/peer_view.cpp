@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "collectors/tcp_collector.h"
+#include "probes/tcp_maps.h"
 
 namespace vigil::agent {
 namespace {

@@ -6,14 +6,24 @@
 namespace vigil::agent {
 
 TcpSet::TcpSet(SetContext& ctx)
-    : probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("tcp"),
+    : processes_(ctx.processes),
+      probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("tcp"),
              set_pin_dir(ctx.cfg.bpf_pin_root, "tcp")),
-      collector_(std::make_shared<TcpCollector>(probe_.peers_fd(), probe_.peer_counts_fd(), probe_.procs_fd(),
-                                                ctx.cfg.tcp_top_peers,
-                                                ctx.processes)) {}
+      maps_(probe_.peers_fd(), probe_.peer_counts_fd(), probe_.procs_fd()),
+      collector_(std::make_shared<TcpCollector>(maps_, ctx.cfg.tcp_top_peers, ctx.processes)) {}
 
 std::vector<NamedCollector> TcpSet::collectors() { return {{"tcp", collector_}}; }
 
-void TcpSet::expire() { collector_->expire(); }
+// Processes gone past their grace: the collector keeps their resets, then their kernel state goes.
+void TcpSet::expire() {
+  const TcpSnapshot snapshot = maps_.read();
+  std::set<uint32_t> dead;
+  for (const auto& [pid, rows] : snapshot.peers)
+    if (pid != 0 && processes_.expired(pid)) dead.insert(pid);
+  for (const auto& [pid, state] : snapshot.timers)
+    if (pid != 0 && processes_.expired(pid)) dead.insert(pid);
+  collector_->retire(snapshot, dead);
+  maps_.forget(dead);
+}
 
 }  // namespace vigil::agent

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "collectors/tcp_collector.h"
+#include "probes/tcp_maps.h"
 #include "probes/tcp_probe.h"
 #include "sets/probe_set.h"
 
@@ -19,7 +20,9 @@ class TcpSet : public ProbeSet {
   int conns_fd() const { return probe_.conns_fd(); }  // both ends of connections, for correlation
 
  private:
+  ProcessTable& processes_;
   TcpProbe probe_;
+  TcpMaps maps_;  // the owner of probe_'s per-process maps
   std::shared_ptr<TcpCollector> collector_;
 };
 

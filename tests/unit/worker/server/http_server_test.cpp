@@ -1,4 +1,4 @@
-// The HTTP server end to end over loopback against a scripted backend: endpoints, SSE, keep-alive,
+// The HTTP server end to end over loopback against a scripted model service: endpoints, SSE, keep-alive,
 // pipelining, every error status, cancellation on disconnect, and draining.
 #include "server/http_server.h"
 
@@ -66,20 +66,20 @@ class HttpServerTest : public ::testing::Test {
     config_.max_header_bytes = 2048;
     config_.drain_grace = drain_grace;
     config_.io_threads = 2;
-    server_ = std::make_unique<HttpServer>(backend_, metrics_, config_, "fake-model", false);
+    server_ = std::make_unique<HttpServer>(service_, metrics_, config_, "fake-model", false);
     port_ = server_->port();
     thread_ = std::thread([this] { server_->run(); });
   }
   void TearDown() override {
     if (!server_) return;
-    backend_.set_paused(false);
+    service_.set_paused(false);
     server_->begin_drain();
     thread_.join();
-    backend_.stop();  // no engine thread may post to the server once it is gone
+    service_.stop();  // no engine thread may post to the server once it is gone
     server_.reset();
   }
 
-  FakeModelService backend_;
+  FakeModelService service_;
   WorkerMetrics metrics_{"fake-model", "test", {"cpu", "scalar", ""}};
   ServerConfig config_;
   std::unique_ptr<HttpServer> server_;
@@ -249,7 +249,7 @@ TEST_F(HttpServerTest, ErrorStatuses) {
 
 TEST_F(HttpServerTest, QueueFullIs429WithRetryAfter) {
   start();
-  backend_.set_paused(true);
+  service_.set_paused(true);
   std::vector<std::unique_ptr<HttpClient>> held;
   for (int i = 0; i < 4; ++i) {  // the fake queues 4
     held.push_back(std::make_unique<HttpClient>(port_));
@@ -261,7 +261,7 @@ TEST_F(HttpServerTest, QueueFullIs429WithRetryAfter) {
   EXPECT_EQ(r.status, 429);
   EXPECT_EQ(r.headers["retry-after"], "1");
   EXPECT_EQ(json::parse(r.body)["error"]["code"], "queue_full");
-  backend_.set_paused(false);
+  service_.set_paused(false);
   for (auto& h : held) {
     std::string body;
     for (std::string chunk = h->read_chunk(); !chunk.empty(); chunk = h->read_chunk()) body += chunk;
@@ -274,12 +274,12 @@ TEST_F(HttpServerTest, QueueFullIs429WithRetryAfter) {
 TEST_F(HttpServerTest, EngineFailureIs503) {
   start();
   HttpClient c(port_);
-  backend_.throw_on_submit = true;
+  service_.throw_on_submit = true;
   HttpResult r = c.request("POST", "/v1/completions", R"({"prompt":"x"})");
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(json::parse(r.body)["error"]["code"], "engine_error");
-  backend_.throw_on_submit = false;
-  backend_.fail_requests = true;
+  service_.throw_on_submit = false;
+  service_.fail_requests = true;
   r = c.request("POST", "/v1/completions", R"({"prompt":"x"})");
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(json::parse(r.body)["error"]["code"], "engine_error");
@@ -294,22 +294,22 @@ TEST_F(HttpServerTest, EngineFailureIs503) {
 
 TEST_F(HttpServerTest, DisconnectCancelsTheRequest) {
   start();
-  backend_.set_paused(true);
+  service_.set_paused(true);
   {
     HttpClient c(port_);
     c.send_request("POST", "/v1/completions", R"({"prompt":"x","max_tokens":50,"stream":true})");
     EXPECT_EQ(c.read_head().status, 200);
   }  // hang up mid-stream
-  EXPECT_TRUE(eventually([&] { return backend_.was_cancelled(1); }));
+  EXPECT_TRUE(eventually([&] { return service_.was_cancelled(1); }));
   {
     HttpClient c(port_);
     c.send_request("POST", "/v1/completions", R"({"prompt":"x","max_tokens":50})");
-    EXPECT_TRUE(eventually([&] { return backend_.active() == 1; }));
+    EXPECT_TRUE(eventually([&] { return service_.active() == 1; }));
   }  // a non-streamed request is cancelled the same way
-  EXPECT_TRUE(eventually([&] { return backend_.was_cancelled(2); }));
-  backend_.wait_idle();
+  EXPECT_TRUE(eventually([&] { return service_.was_cancelled(2); }));
+  service_.wait_idle();
   // The session counts a request when it handles the final event, which may come just after the
-  // backend saw the cancel: poll /metrics (bounded) rather than read it once.
+  // service saw the cancel: poll /metrics (bounded) rather than read it once.
   std::string metrics;
   EXPECT_TRUE(eventually([&] {
     HttpClient c(port_);
@@ -320,10 +320,10 @@ TEST_F(HttpServerTest, DisconnectCancelsTheRequest) {
 
 TEST_F(HttpServerTest, DrainFinishesInFlightRequestsThenStops) {
   start();
-  backend_.set_paused(true);
+  service_.set_paused(true);
   HttpClient inflight(port_);
   inflight.send_request("POST", "/v1/completions", R"({"prompt":"d","max_tokens":4})");
-  ASSERT_TRUE(eventually([&] { return backend_.active() == 1; }));
+  ASSERT_TRUE(eventually([&] { return service_.active() == 1; }));
   server_->begin_drain();
   EXPECT_TRUE(eventually([&] {
     HttpClient probe(port_);
@@ -337,7 +337,7 @@ TEST_F(HttpServerTest, DrainFinishesInFlightRequestsThenStops) {
   EXPECT_TRUE(late.at_eof());
   HttpClient probe(port_);
   EXPECT_EQ(probe.request("GET", "/health").status, 200) << "liveness holds while draining";
-  backend_.set_paused(false);
+  service_.set_paused(false);
   HttpResult r = inflight.read_response();
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], FakeModelService::expected_text(bytes("d"), 4));
@@ -348,12 +348,12 @@ TEST_F(HttpServerTest, DrainFinishesInFlightRequestsThenStops) {
 TEST_F(HttpServerTest, SlowReaderIsCutAndItsRequestCancelled) {
   config_.stream_queue_chunks = 4;
   start();
-  backend_.text_repeat = 256 * 1024;  // ~16 MB in all: more than the socket buffers hold
+  service_.text_repeat = 256 * 1024;  // ~16 MB in all: more than the socket buffers hold
   HttpClient c(port_);
   c.send_request("POST", "/v1/completions", R"({"prompt":"s","max_tokens":60,"stream":true})");
   // Never read: the server's queue grows past 4 chunks and it gives up on us.
-  EXPECT_TRUE(eventually([&] { return backend_.was_cancelled(1); }));
-  backend_.text_repeat = 1;
+  EXPECT_TRUE(eventually([&] { return service_.was_cancelled(1); }));
+  service_.text_repeat = 1;
   HttpClient other(port_);
   EXPECT_EQ(other.request("GET", "/health").status, 200);
 }
@@ -408,7 +408,7 @@ TEST_F(HttpServerTest, ApiKeyGuardsEveryV1RouteButNotTheProbes) {
       EXPECT_EQ(e["error"]["type"], "invalid_request_error");
     }
   }
-  EXPECT_EQ(backend_.submitted(), 0u);
+  EXPECT_EQ(service_.submitted(), 0u);
   const std::string key = "Authorization: Bearer s3cret-key\r\n";
   EXPECT_EQ(c.request("POST", "/v1/completions", body, key).status, 200);
   EXPECT_EQ(c.request("GET", "/v1/models", "", key).status, 200);
@@ -455,7 +455,7 @@ TEST_F(HttpServerTest, ClientPriorityIsRefusedUnlessAllowed) {
   json e = json::parse(r.body);
   EXPECT_EQ(e["error"]["param"], "priority");
   EXPECT_EQ(e["error"]["code"], "priority_not_allowed");
-  EXPECT_EQ(backend_.submitted(), 0u);
+  EXPECT_EQ(service_.submitted(), 0u);
   EXPECT_EQ(c.request("POST", "/v1/completions", R"({"prompt":"hi","max_tokens":2,"priority":null})").status, 200);
 }
 
@@ -464,7 +464,7 @@ TEST_F(HttpServerTest, ClientPriorityReachesTheSchedulerWhenAllowed) {
   start();
   HttpClient c(port_);
   EXPECT_EQ(c.request("POST", "/v1/completions", R"({"prompt":"hi","max_tokens":2,"priority":5})").status, 200);
-  EXPECT_EQ(backend_.last_priority(), 5);
+  EXPECT_EQ(service_.last_priority(), 5);
 }
 
 // Ids carry a random per-process prefix: two servers (two workers, or one restarted) never repeat one.
@@ -477,7 +477,7 @@ TEST_F(HttpServerTest, ResponseIdsDifferAcrossServers) {
   };
   const std::string first = id_from(port_);
   EXPECT_TRUE(std::regex_match(first, std::regex("cmpl-[0-9a-f]{12}-[0-9]+"))) << first;
-  HttpServer other(backend_, metrics_, config_, "fake-model", false);
+  HttpServer other(service_, metrics_, config_, "fake-model", false);
   std::thread runner([&] { other.run(); });
   const std::string second = id_from(other.port());
   other.begin_drain();
@@ -577,13 +577,13 @@ TEST_F(HttpServerTest, ProbesGetReservedSlotsWhenEveryConnectionIsBusy) {
   config_.max_connections = 2;
   config_.probe_connections = 4;
   start();
-  backend_.set_paused(true);
+  service_.set_paused(true);
   std::vector<std::unique_ptr<HttpClient>> busy;
   for (int i = 0; i < 2; ++i) {
     busy.push_back(std::make_unique<HttpClient>(port_));
     busy.back()->send_request("POST", "/v1/completions", R"({"prompt":"x","max_tokens":3})");
   }
-  ASSERT_TRUE(eventually([&] { return backend_.active() == 2; }));
+  ASSERT_TRUE(eventually([&] { return service_.active() == 2; }));
   // Held open together, so no slot is freed between them (a closed one is released asynchronously).
   std::vector<std::unique_ptr<HttpClient>> probes;
   for (int i = 0; i < 3; ++i) probes.push_back(std::make_unique<HttpClient>(port_));
@@ -597,17 +597,17 @@ TEST_F(HttpServerTest, ProbesGetReservedSlotsWhenEveryConnectionIsBusy) {
   HttpResult r = other.request("GET", "/v1/models");
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(json::parse(r.body)["error"]["code"], "connection_limit");
-  backend_.set_paused(false);
+  service_.set_paused(false);
   for (auto& c : busy) EXPECT_EQ(c->read_response().status, 200);
 }
 
 // A stream still running when the grace period ends gets an error event and [DONE], not a silent close.
 TEST_F(HttpServerTest, DrainGraceEndGivesCutStreamsAnErrorEvent) {
   start(std::chrono::milliseconds(200));
-  backend_.set_paused(true);
+  service_.set_paused(true);
   HttpClient c(port_);
   c.send_request("POST", "/v1/completions", R"({"prompt":"x","max_tokens":50,"stream":true})");
-  ASSERT_TRUE(eventually([&] { return backend_.active() == 1; }));
+  ASSERT_TRUE(eventually([&] { return service_.active() == 1; }));
   server_->begin_drain();
   HttpResult r = c.read_response();  // every chunk up to the last one
   EXPECT_EQ(r.status, 200);
@@ -617,9 +617,9 @@ TEST_F(HttpServerTest, DrainGraceEndGivesCutStreamsAnErrorEvent) {
   ASSERT_FALSE(events.empty()) << r.body;
   EXPECT_EQ(events.back()["error"]["code"], "cancelled") << r.body;
   EXPECT_EQ(events.back()["error"]["type"], "server_error");
-  EXPECT_TRUE(backend_.was_cancelled(1));
+  EXPECT_TRUE(service_.was_cancelled(1));
   thread_.join();  // run() returns once the cut request is answered
-  backend_.stop();
+  service_.stop();
   server_.reset();
 }
 
@@ -628,7 +628,7 @@ TEST_F(HttpServerTest, DrainGraceEndGivesCutStreamsAnErrorEvent) {
 TEST_F(HttpServerTest, SlowTokenizingLeavesTheIoThreadsFree) {
   config_.parse_threads = 3;
   config_.max_queued_parses = 3;
-  backend_.tokenize_ms = 1500;
+  service_.tokenize_ms = 1500;
   start();
   std::vector<std::unique_ptr<HttpClient>> slow;
   for (int i = 0; i < 3; ++i) {
@@ -636,12 +636,12 @@ TEST_F(HttpServerTest, SlowTokenizingLeavesTheIoThreadsFree) {
     slow.back()->send_request("POST", "/v1/completions", R"({"prompt":"slow","max_tokens":1})");
   }
   // Two being tokenized would hold both I/O threads if tokenizing ran there.
-  ASSERT_TRUE(eventually([&] { return backend_.tokenizing.load() >= 2; }));
+  ASSERT_TRUE(eventually([&] { return service_.tokenizing.load() >= 2; }));
   HttpClient probe(port_);
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(probe.request("GET", "/health").status, 200);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
-  ASSERT_TRUE(eventually([&] { return backend_.tokenizing.load() == 3; }));
+  ASSERT_TRUE(eventually([&] { return service_.tokenizing.load() == 3; }));
   HttpResult full = probe.request("POST", "/v1/completions", R"({"prompt":"x","max_tokens":1})");
   EXPECT_EQ(full.status, 429) << full.body;
   EXPECT_EQ(json::parse(full.body)["error"]["code"], "parse_queue_full");

@@ -1,12 +1,9 @@
-// NCCL collector: reads nccl.bpf.c's maps at scrape time. Collective calls return when the work
+// NCCL collector: renders a snapshot of nccl.bpf.c's maps taken at scrape time. Collective calls return when the work
 // is enqueued, so these count what was asked of NCCL; a stall shows as calls that stop while
 // TCP retransmits (tcp_* series of the same pid) rise. Per communicator, the labels are the
 // hash of its unique id (equal on every rank), rank and nranks: the mixin compares the ranks of
 // one communicator across nodes (docs/correlation.md).
 #include "collectors/nccl_collector.h"
-
-#include <bpf/bpf.h>
-#include <linux/types.h>
 
 #include <map>
 #include <set>
@@ -15,29 +12,12 @@
 #include "collectors/nccl_comm_id.h"
 #include "collectors/process_labels.h"
 #include "probes/tcp_maps.h"  // monotonic_ns
-#include "nccl_events.h"
 #include "probes/bpf_util.h"
 #include "probes/nccl_probe.h"
 
 namespace vigil::agent {
 
 using prometheus::MetricType;
-
-void NcclCollector::expire() const {
-  std::set<uint32_t> dead;
-  for (__u32 pid : map_keys<__u32>(procs_fd_))
-    if (processes_.expired(pid)) {
-      dead.insert(pid);
-      bpf_map_delete_elem(procs_fd_, &pid);
-    }
-  if (dead.empty()) return;
-  for (const auto& k : map_keys<nccl_call_key>(calls_fd_))
-    if (dead.count(k.tgid)) bpf_map_delete_elem(calls_fd_, &k);
-  for (const auto& k : map_keys<nccl_async_key>(async_fd_))
-    if (dead.count(k.tgid)) bpf_map_delete_elem(async_fd_, &k);
-  for (const auto& k : map_keys<nccl_comm_key>(comms_fd_))
-    if (dead.count(k.tgid)) bpf_map_delete_elem(comms_fd_, &k);
-}
 
 std::vector<prometheus::MetricFamily> NcclCollector::Collect() const {
   auto calls = make_family("nccl_calls_total", "NCCL API calls by function and result (collectives: at enqueue).",
@@ -62,20 +42,18 @@ std::vector<prometheus::MetricFamily> NcclCollector::Collect() const {
                                    std::to_string(NCCL_COMMS_PER_PROCESS) + " already.",
                                MetricType::Counter);
 
+  const NcclSnapshot snapshot = maps_.read();
   std::map<uint32_t, LabelList> labels;
-  for (__u32 pid : map_keys<__u32>(procs_fd_)) {
-    nccl_proc p{};
-    if (bpf_map_lookup_elem(procs_fd_, &pid, &p) != 0) continue;
+  for (const auto& [pid, p] : snapshot.procs) {
     labels[pid] = process_labels(processes_, pid, bpf_string(p.comm));
     add_sample(comms, labels[pid], static_cast<double>(p.communicators));
     add_sample(aborts, labels[pid], static_cast<double>(p.aborts));
     add_sample(untracked, labels[pid], static_cast<double>(p.comms_refused));
   }
   const uint64_t now = monotonic_ns();
-  for (const auto& k : map_keys<nccl_comm_key>(comms_fd_)) {
-    nccl_comm_val v{};
+  for (const auto& [k, v] : snapshot.comms) {
     auto it = labels.find(k.tgid);
-    if (it == labels.end() || bpf_map_lookup_elem(comms_fd_, &k, &v) != 0) continue;
+    if (it == labels.end()) continue;
     LabelList l = it->second;
     l.emplace_back("communicator", nccl_comm_id(v.id, sizeof v.id));
     l.emplace_back("rank", std::to_string(v.rank));
@@ -85,10 +63,9 @@ std::vector<prometheus::MetricFamily> NcclCollector::Collect() const {
       add_sample(comm_age, l, static_cast<double>(now - v.last_enter_ns) / 1e9);
   }
   std::map<std::pair<uint32_t, unsigned>, uint64_t> op_bytes;
-  for (const auto& k : map_keys<nccl_call_key>(calls_fd_)) {
-    nccl_call_val v{};
+  for (const auto& [k, v] : snapshot.calls) {
     auto it = labels.find(k.tgid);
-    if (it == labels.end() || bpf_map_lookup_elem(calls_fd_, &k, &v) != 0) continue;
+    if (it == labels.end()) continue;
     LabelList l = it->second;
     l.emplace_back("function", nccl_fn_name(k.fn));
     l.emplace_back("result", nccl_result_name(k.result));
@@ -100,10 +77,9 @@ std::vector<prometheus::MetricFamily> NcclCollector::Collect() const {
     l.emplace_back("op", nccl_fn_name(key.second) + 4);  // "AllReduce", "Send", ...
     add_sample(bytes, l, static_cast<double>(n));
   }
-  for (const auto& k : map_keys<nccl_async_key>(async_fd_)) {
-    __u64 n = 0;
+  for (const auto& [k, n] : snapshot.async) {
     auto it = labels.find(k.tgid);
-    if (it == labels.end() || bpf_map_lookup_elem(async_fd_, &k, &n) != 0) continue;
+    if (it == labels.end()) continue;
     LabelList l = it->second;
     l.emplace_back("error", nccl_result_name(k.error));
     add_sample(async, l, static_cast<double>(n));

@@ -5,19 +5,18 @@
 #include <prometheus/collectable.h>
 
 #include "discovery/process_table.h"
+#include "probes/nccl_maps.h"
 
 namespace vigil::agent {
 
 class NcclCollector : public prometheus::Collectable {
  public:
-  NcclCollector(int calls_fd, int async_fd, int procs_fd, int comms_fd, ProcessTable& processes)
-      : calls_fd_(calls_fd), async_fd_(async_fd), procs_fd_(procs_fd), comms_fd_(comms_fd), processes_(processes) {}
+  // Keeps no state of its own: an exited process's series go with its kernel state (NcclSet::expire).
+  NcclCollector(const NcclReader& maps, ProcessTable& processes) : maps_(maps), processes_(processes) {}
   std::vector<prometheus::MetricFamily> Collect() const override;
-  // Drops the kernel state of processes gone longer than the grace period.
-  void expire() const;
 
  private:
-  int calls_fd_, async_fd_, procs_fd_, comms_fd_;
+  const NcclReader& maps_;
   ProcessTable& processes_;
 };
 

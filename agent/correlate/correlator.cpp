@@ -3,7 +3,6 @@
 // event with an end time and a duration. Both clocks are CLOCK_MONOTONIC (bpf_ktime_get_ns).
 #include "correlate/correlator.h"
 
-#include <bpf/bpf.h>
 #include <linux/types.h>
 
 #include <algorithm>
@@ -35,13 +34,8 @@ tcp_conn_key other_end(const tcp_conn_key& k) {
 
 }  // namespace
 
-ConnectionTable ConnectionTable::read(int conns_fd) {
-  ConnectionTable t;
-  for (const auto& k : map_keys<tcp_conn_key>(conns_fd)) {
-    tcp_conn_state s{};
-    if (bpf_map_lookup_elem(conns_fd, &k, &s) == 0) t.add(k, s);
-  }
-  return t;
+ConnectionTable::ConnectionTable(const TcpConnectionEnds& ends) {
+  for (const auto& [key, state] : ends) add(key, state);
 }
 
 bool ConnectionTable::KeyLess::operator()(const tcp_conn_key& a, const tcp_conn_key& b) const {
@@ -93,18 +87,19 @@ double timeout_risk_ratio(const tcp_timer_state& tcp, uint64_t now_ns, double ti
   return (stall + std::min(2.0 * static_cast<double>(tcp.rto_us) / 1e6, 120.0)) / timeout_seconds;
 }
 
-Correlator::Correlator(int tcp_conns_fd, int nccl_procs_fd, int nccl_async_fd, std::chrono::milliseconds nccl_timeout,
-                       int top_peers, ProcessTable& processes)
-    : tcp_conns_fd_(tcp_conns_fd),
-      nccl_procs_fd_(nccl_procs_fd),
-      nccl_async_fd_(nccl_async_fd),
+Correlator::Correlator(const TcpConnectionReader& connections, const NcclReader* nccl,
+                       const CollectiveReader* collective, std::chrono::milliseconds nccl_timeout, int top_peers,
+                       ProcessTable& processes)
+    : connections_(connections),
+      nccl_(nccl),
+      collective_(collective),
       nccl_timeout_(nccl_timeout),
       top_peers_(top_peers),
       processes_(processes) {}
 
 void Correlator::record(uint32_t pid, const std::string& comm, const char* source, const char* kind,
                         uint64_t window_start_ns, uint64_t end_ns, const std::string& what) {
-  const std::vector<ConnectionEnd> ends = ConnectionTable::read(tcp_conns_fd_).ends_of(pid);
+  const std::vector<ConnectionEnd> ends = ConnectionTable(connections_.read_connections()).ends_of(pid);
   const ConnectionEnd* stalled = backoff_in_window(ends, window_start_ns, end_ns);
   {
     std::lock_guard lock(mu_);
@@ -142,18 +137,13 @@ void Correlator::on_collective_failure(const collective_failure& f) {
 }
 
 void Correlator::poll_nccl() {
-  if (nccl_procs_fd_ < 0) return;
+  if (!nccl_) return;
+  const NcclSnapshot nccl = nccl_->read();
   std::map<uint32_t, uint64_t> async;
-  if (nccl_async_fd_ >= 0)
-    for (const auto& k : map_keys<nccl_async_key>(nccl_async_fd_)) {
-      __u64 n = 0;
-      if (bpf_map_lookup_elem(nccl_async_fd_, &k, &n) == 0) async[k.tgid] += n;
-    }
+  for (const auto& [k, n] : nccl.async) async[k.tgid] += n;
   const uint64_t now = monotonic_ns();
   const uint64_t window = static_cast<uint64_t>(nccl_timeout_.count()) * 1'000'000ULL + kCorrelationLookbackNs;
-  for (__u32 pid : map_keys<__u32>(nccl_procs_fd_)) {
-    nccl_proc p{};
-    if (bpf_map_lookup_elem(nccl_procs_fd_, &pid, &p) != 0) continue;
+  for (const auto& [pid, p] : nccl.procs) {
     std::pair<uint64_t, uint64_t> seen, now_counts{p.aborts, async[pid]};
     {
       std::lock_guard lock(mu_);
@@ -175,11 +165,8 @@ void Correlator::expire() {
     for (const auto& [pid, comm] : comms_) pids.insert(pid);
     for (const auto& [pid, seen] : nccl_seen_) pids.insert(pid);
   }
-  if (collective_procs_fd_ >= 0)
-    for (__u32 pid : map_keys<__u32>(collective_procs_fd_)) pids.insert(pid);
   for (uint32_t pid : pids) {
     if (!processes_.expired(pid)) continue;
-    if (collective_procs_fd_ >= 0) bpf_map_delete_elem(collective_procs_fd_, &pid);
     std::lock_guard lock(mu_);
     std::erase_if(counts_, [&](const auto& kv) { return std::get<0>(kv.first) == pid; });
     comms_.erase(pid);
@@ -213,20 +200,14 @@ std::vector<prometheus::MetricFamily> Correlator::Collect() const {
   }
   // Processes with collectives: the worker's (their own timeout) and NCCL's (the configured one).
   std::map<uint32_t, std::pair<double, std::string>> timeouts;
-  if (nccl_procs_fd_ >= 0)
-    for (__u32 pid : map_keys<__u32>(nccl_procs_fd_)) {
-      nccl_proc p{};
-      if (bpf_map_lookup_elem(nccl_procs_fd_, &pid, &p) == 0)
-        timeouts[pid] = {std::chrono::duration<double>(nccl_timeout_).count(), bpf_string(p.comm)};
-    }
-  if (collective_procs_fd_ >= 0)
-    for (__u32 pid : map_keys<__u32>(collective_procs_fd_)) {
-      collective_proc p{};
-      if (bpf_map_lookup_elem(collective_procs_fd_, &pid, &p) == 0 && p.timeout_ms > 0)
-        timeouts[pid] = {static_cast<double>(p.timeout_ms) / 1e3, bpf_string(p.comm)};
-    }
+  if (nccl_)
+    for (const auto& [pid, p] : nccl_->read().procs)
+      timeouts[pid] = {std::chrono::duration<double>(nccl_timeout_).count(), bpf_string(p.comm)};
+  if (collective_)
+    for (const auto& [pid, p] : collective_->read().procs)
+      if (p.timeout_ms > 0) timeouts[pid] = {static_cast<double>(p.timeout_ms) / 1e3, bpf_string(p.comm)};
   // The connection table holds up to 32768 ends: read only where a collective runs.
-  const ConnectionTable conns = timeouts.empty() ? ConnectionTable{} : ConnectionTable::read(tcp_conns_fd_);
+  const ConnectionTable conns = timeouts.empty() ? ConnectionTable{} : ConnectionTable(connections_.read_connections());
   const uint64_t now = monotonic_ns();
   PeerView peers;
   for (const auto& [pid, t] : timeouts) {

@@ -18,6 +18,9 @@
 #include <linux/types.h>
 
 #include "discovery/process_table.h"
+#include "probes/collective_maps.h"
+#include "probes/nccl_maps.h"
+#include "probes/tcp_maps.h"
 #include "tcp_events.h"
 
 struct collective_failure;
@@ -52,7 +55,7 @@ struct ConnectionEnd {
 // socket's timer state.
 class ConnectionTable {
  public:
-  static ConnectionTable read(int conns_fd);
+  explicit ConnectionTable(const TcpConnectionEnds& ends = {});
   void add(const tcp_conn_key& key, const tcp_conn_state& state);
   // Both ends of every connection `pid` owns an end of: its own and, where the other end is on
   // this node (the key with addresses and ports swapped), that one too.
@@ -73,13 +76,13 @@ double timeout_risk_ratio(const std::vector<ConnectionEnd>& ends, uint64_t now_n
 
 class Correlator : public prometheus::Collectable {
  public:
-  // Any fd may be -1 when its probe set is not loaded. NCCL processes announce no timeout:
-  // `nccl_timeout` (config correlation.collective_timeout) stands in for theirs.
-  // `top_peers` bounds the per-peer series of a process (PeerView, peer_view.h).
-  Correlator(int tcp_conns_fd, int nccl_procs_fd, int nccl_async_fd, std::chrono::milliseconds nccl_timeout,
-             int top_peers, ProcessTable& processes);
+  // `nccl`, `collective`: null when that set is not loaded. Workers announce their collective
+  // timeout (`collective`); NCCL processes do not: `nccl_timeout` (config
+  // correlation.collective_timeout) stands in for theirs. `top_peers` bounds the per-peer series
+  // of a process (PeerView, peer_view.h).
+  Correlator(const TcpConnectionReader& connections, const NcclReader* nccl, const CollectiveReader* collective,
+             std::chrono::milliseconds nccl_timeout, int top_peers, ProcessTable& processes);
 
-  void set_collective_procs_fd(int fd) { collective_procs_fd_ = fd; }
   // A failed worker collective (poll thread).
   void on_collective_failure(const collective_failure& f);
   // New NCCL async errors and aborts since the last call become failures decided now (poll thread).
@@ -93,8 +96,9 @@ class Correlator : public prometheus::Collectable {
   void record(uint32_t pid, const std::string& comm, const char* source, const char* kind, uint64_t window_start_ns,
               uint64_t end_ns, const std::string& what);
 
-  int tcp_conns_fd_, nccl_procs_fd_, nccl_async_fd_;
-  int collective_procs_fd_ = -1;
+  const TcpConnectionReader& connections_;
+  const NcclReader* nccl_;
+  const CollectiveReader* collective_;
   std::chrono::milliseconds nccl_timeout_;
   int top_peers_;
   ProcessTable& processes_;

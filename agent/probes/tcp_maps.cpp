@@ -1,4 +1,4 @@
-// Reads and forgets tcp.bpf.c's per-process maps; the text and clock helpers for its values.
+// Reads and forgets tcp.bpf.c's per-process maps, reads its connection ends; the text and clock helpers for its values.
 #include "probes/tcp_maps.h"
 
 #include <arpa/inet.h>
@@ -29,6 +29,15 @@ void TcpMaps::forget(const std::set<uint32_t>& pids) const {
     bpf_map_delete_elem(peer_counts_fd_, &pid);
     bpf_map_delete_elem(procs_fd_, &pid);
   }
+}
+
+TcpConnectionEnds TcpConnections::read_connections() const {
+  TcpConnectionEnds ends;
+  for (const auto& k : map_keys<tcp_conn_key>(conns_fd_)) {
+    tcp_conn_state s{};
+    if (bpf_map_lookup_elem(conns_fd_, &k, &s) == 0) ends.emplace_back(k, s);
+  }
+  return ends;
 }
 
 std::string address_text(uint16_t family, const uint8_t* addr) {

@@ -40,6 +40,25 @@ class TcpMaps : public TcpReader {
   int peers_fd_, peer_counts_fd_, procs_fd_;
 };
 
+// Both ends of the node's TCP connections as tcp.bpf.c records them (map `conns`, whose entries
+// the kernel side removes when a socket closes): what the correlator reads.
+using TcpConnectionEnds = std::vector<std::pair<tcp_conn_key, tcp_conn_state>>;
+
+class TcpConnectionReader {
+ public:
+  virtual ~TcpConnectionReader() = default;
+  virtual TcpConnectionEnds read_connections() const = 0;
+};
+
+class TcpConnections : public TcpConnectionReader {
+ public:
+  explicit TcpConnections(int conns_fd) : conns_fd_(conns_fd) {}
+  TcpConnectionEnds read_connections() const override;
+
+ private:
+  int conns_fd_;
+};
+
 // An address as tcp.bpf.c stores it (IPv4 in the first 4 bytes) in text; "unknown" for another family.
 std::string address_text(uint16_t family, const uint8_t* addr);
 // CLOCK_MONOTONIC in ns, the clock BPF timestamps use.

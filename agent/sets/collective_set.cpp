@@ -1,31 +1,27 @@
 // The collective set: failed collectives of the worker, from its USDT probes, to the correlator.
 #include "sets/collective_set.h"
 
-#include <stdexcept>
-
 #include "probes/pinned_state.h"
-#include "sets/correlation_set.h"
 
 namespace vigil::agent {
-namespace {
-
-Correlator& correlator_of(const LoadedSets& loaded) {
-  CorrelationSet* correlation = loaded.find<CorrelationSet>();
-  if (!correlation) throw std::logic_error("collective needs the correlation set");
-  return correlation->correlator();
-}
-
-}  // namespace
 
 CollectiveSet::CollectiveSet(SetContext& ctx)
-    : grace_(ctx.cfg.grace_period),
-      correlator_(correlator_of(ctx.loaded)),
+    : processes_(ctx.processes),
+      grace_(ctx.cfg.grace_period),
       probe_(ctx.cfg.kernel_btf, ctx.stats,
-             [this](const collective_failure& f) { correlator_.on_collective_failure(f); },
-             set_pin_dir(ctx.cfg.bpf_pin_root, "collective")) {
-  correlator_.set_collective_procs_fd(probe_.procs_fd());
+             [this](const collective_failure& f) {
+               std::lock_guard lock(sink_mu_);
+               if (sink_) sink_(f);
+             },
+             set_pin_dir(ctx.cfg.bpf_pin_root, "collective")),
+      maps_(probe_.procs_fd()) {
   for (const auto& path : ctx.cfg.libraries.usdt) probe_.attach(path);
   probe_.add_rings(ctx.rings);  // last: a constructor that throws leaves no callback behind
+}
+
+void CollectiveSet::send_failures_to(FailureSink sink) {
+  std::lock_guard lock(sink_mu_);
+  sink_ = std::move(sink);
 }
 
 void CollectiveSet::on_library(const LibraryHit& hit) {
@@ -34,6 +30,14 @@ void CollectiveSet::on_library(const LibraryHit& hit) {
 
 void CollectiveSet::on_full_scan(const std::vector<LibraryHit>& mapped) {
   probe_.release_unmapped(files_of_kind(mapped, LibraryKind::kUsdt), grace_);
+}
+
+// Processes gone past their grace: their kernel state goes (the correlator drops its own).
+void CollectiveSet::expire() {
+  std::set<uint32_t> dead;
+  for (const auto& [pid, p] : maps_.read().procs)
+    if (processes_.expired(pid)) dead.insert(pid);
+  maps_.forget(dead);
 }
 
 }  // namespace vigil::agent

@@ -1,30 +1,42 @@
 // The collective set: collective.bpf.c on the worker's vigil:collective_begin/collective_end USDT
-// probes; each failed collective goes to the correlation set's correlator.
+// probes. Its map (each worker's collective timeout) is read by the correlation set's correlator,
+// and each failed collective goes to it as it happens.
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <mutex>
 #include <vector>
 
-#include "correlate/collective_probe.h"
-#include "correlate/correlator.h"
+#include "probes/collective_maps.h"
+#include "probes/collective_probe.h"
 #include "sets/probe_set.h"
 
 namespace vigil::agent {
 
 class CollectiveSet : public ProbeSet {
  public:
-  // Needs the correlation set loaded (throws std::logic_error otherwise).
   explicit CollectiveSet(SetContext& ctx);
   // Probes the usdt set's files. It does not ask for discovery itself (watches_libraries): it is
   // loaded when probes.usdt is on, and relies on the usdt set for discovery (if that set failed
   // to load, only the configured libraries.usdt files are probed).
   void on_library(const LibraryHit& hit) override;
   void on_full_scan(const std::vector<LibraryHit>& mapped) override;
+  void expire() override;
+
+  const CollectiveReader& maps() const { return maps_; }
+  // Where failed collectives go from now on (the correlation set's correlator, loaded after this
+  // set); before, they are dropped. SINK runs on the ring reader's thread.
+  using FailureSink = std::function<void(const collective_failure&)>;
+  void send_failures_to(FailureSink sink);
 
  private:
+  ProcessTable& processes_;
   std::chrono::milliseconds grace_;
-  Correlator& correlator_;  // the correlation set's, loaded before this one and unloaded after it
+  std::mutex sink_mu_;
+  FailureSink sink_;
   CollectiveProbe probe_;
+  CollectiveMaps maps_;  // the owner of probe_'s procs map
 };
 
 }  // namespace vigil::agent

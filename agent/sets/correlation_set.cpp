@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "sets/collective_set.h"
 #include "sets/nccl_set.h"
 #include "sets/tcp_set.h"
 
@@ -12,9 +13,14 @@ CorrelationSet::CorrelationSet(SetContext& ctx) {
   const TcpSet* tcp = ctx.loaded.find<TcpSet>();
   if (!tcp) throw std::logic_error("correlation needs the tcp set");
   const NcclSet* nccl = ctx.loaded.find<NcclSet>();
-  correlator_ = std::make_shared<Correlator>(tcp->conns_fd(), nccl ? nccl->procs_fd() : -1,
-                                             nccl ? nccl->async_errors_fd() : -1, ctx.cfg.collective_timeout,
+  CollectiveSet* collective = ctx.loaded.find<CollectiveSet>();
+  correlator_ = std::make_shared<Correlator>(tcp->connections(), nccl ? &nccl->maps() : nullptr,
+                                             collective ? &collective->maps() : nullptr, ctx.cfg.collective_timeout,
                                              ctx.cfg.tcp_top_peers, ctx.processes);
+  // The sink shares the correlator: the collective set, unloaded after this one, may outlive it.
+  if (collective)
+    collective->send_failures_to(
+        [correlator = correlator_](const collective_failure& f) { correlator->on_collective_failure(f); });
 }
 
 std::vector<NamedCollector> CorrelationSet::collectors() { return {{"correlation", correlator_}}; }

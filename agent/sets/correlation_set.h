@@ -12,14 +12,13 @@ namespace vigil::agent {
 
 class CorrelationSet : public ProbeSet {
  public:
-  // Needs the TCP set loaded (throws std::logic_error otherwise); the NCCL set is optional.
+  // Needs the TCP set loaded (throws std::logic_error otherwise); the NCCL and collective sets are
+  // optional.
   explicit CorrelationSet(SetContext& ctx);
   std::vector<NamedCollector> collectors() override;
   void expire() override;
   // NCCL's failures are read from its maps, soon after they happen.
   void poll() override;
-
-  Correlator& correlator() { return *correlator_; }
 
  private:
   std::shared_ptr<Correlator> correlator_;

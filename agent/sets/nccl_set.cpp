@@ -6,10 +6,11 @@
 namespace vigil::agent {
 
 NcclSet::NcclSet(SetContext& ctx)
-    : grace_(ctx.cfg.grace_period),
-      probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("nccl"), set_pin_dir(ctx.cfg.bpf_pin_root, "nccl")) {
-  collector_ = std::make_shared<NcclCollector>(probe_.calls_fd(), probe_.async_errors_fd(), probe_.procs_fd(),
-                                               probe_.comms_fd(), ctx.processes);
+    : processes_(ctx.processes),
+      grace_(ctx.cfg.grace_period),
+      probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("nccl"), set_pin_dir(ctx.cfg.bpf_pin_root, "nccl")),
+      maps_(probe_.procs_fd(), probe_.comms_fd(), probe_.calls_fd(), probe_.async_errors_fd()) {
+  collector_ = std::make_shared<NcclCollector>(maps_, ctx.processes);
   for (const auto& path : ctx.cfg.libraries.nccl) probe_.attach_pinned(path);
   probe_.add_rings(ctx.rings);  // last: a constructor that throws leaves no callback behind
 }
@@ -26,6 +27,12 @@ void NcclSet::on_full_scan(const std::vector<LibraryHit>& mapped) {
   if (++full_scans_ == 2) probe_.release_previous_links();
 }
 
-void NcclSet::expire() { collector_->expire(); }
+// Processes gone past their grace: their kernel state goes (the collector keeps nothing of them).
+void NcclSet::expire() {
+  std::set<uint32_t> dead;
+  for (const auto& [pid, p] : maps_.read().procs)
+    if (processes_.expired(pid)) dead.insert(pid);
+  maps_.forget(dead);
+}
 
 }  // namespace vigil::agent

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "collectors/nccl_collector.h"
+#include "probes/nccl_maps.h"
 #include "probes/nccl_probe.h"
 #include "sets/probe_set.h"
 
@@ -21,13 +22,14 @@ class NcclSet : public ProbeSet {
   void expire() override;
 
   // What the correlation turns into failures.
-  int procs_fd() const { return probe_.procs_fd(); }
-  int async_errors_fd() const { return probe_.async_errors_fd(); }
+  const NcclReader& maps() const { return maps_; }
 
  private:
+  ProcessTable& processes_;
   std::chrono::milliseconds grace_;
   int full_scans_ = 0;
   NcclProbe probe_;
+  NcclMaps maps_;  // the owner of probe_'s per-process maps
   std::shared_ptr<NcclCollector> collector_;
 };
 

@@ -8,7 +8,7 @@
 // vigil_agent_core is a static library, from which the linker takes only the object files that
 // something references, so a set nothing names would silently not be there. The list also states
 // the order, which matters: a set may build on one above it (usdt reads cuda's map, correlation
-// tcp's and nccl's, collective feeds correlation's correlator), and collectors are served and
+// tcp's, nccl's and collective's), and collectors are served and
 // housekeeping runs in this order.
 #include "sets/registry.h"
 
@@ -46,8 +46,8 @@ std::span<const ProbeSetEntry> probe_set_registry() {
       {"cuda", &ProbeSets::cuda, load<CudaSet>, nullptr, CudaProbe::names},
       {"nccl", &ProbeSets::nccl, load<NcclSet>, nullptr, NcclProbe::names},
       {"usdt", &ProbeSets::usdt, load<UsdtSet>, nullptr, UsdtProbe::names},
+      {"collective", &ProbeSets::usdt, load<CollectiveSet>, after<TcpSet>},
       {"correlation", nullptr, load<CorrelationSet>, after<TcpSet>},
-      {"collective", &ProbeSets::usdt, load<CollectiveSet>, after<CorrelationSet>},
       {"xid", &ProbeSets::xid, load<XidSet>},
       {"proc", nullptr, ProcSet::load, libraries_watched},
   };

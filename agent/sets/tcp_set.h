@@ -17,12 +17,13 @@ class TcpSet : public ProbeSet {
   std::vector<NamedCollector> collectors() override;
   void expire() override;
 
-  int conns_fd() const { return probe_.conns_fd(); }  // both ends of connections, for correlation
+  const TcpConnectionReader& connections() const { return connections_; }  // for correlation
 
  private:
   ProcessTable& processes_;
   TcpProbe probe_;
   TcpMaps maps_;  // the owner of probe_'s per-process maps
+  TcpConnections connections_;
   std::shared_ptr<TcpCollector> collector_;
 };
 

@@ -11,7 +11,8 @@ belong to a layer, so a new directory has to be placed here.
 
 Beyond the order, a few includes that rank would allow are refused (FORBIDDEN below): the
 worker's engine includes no concrete backend (it is handed one; backend/select builds it), and
-its CLI (commands/) no kernels (a verb runs them through a backend).
+its CLI (commands/) no kernels (a verb runs them through a backend); the agent's correlate/ no
+concrete collector (it reads the probes' snapshots).
 
 Below all of them, and free to include: bpf/ (the structs shared with the BPF programs and the
 generated skeletons), common/, generated headers (vigil/version.h) and system headers. An
@@ -24,6 +25,7 @@ The second form checks each FIXTURE (tests/arch/violations/) as if it were the f
 tree, resolving its includes there, and passes only when the lines flagged are exactly those
 tagged "// layer violation": the check itself must be able to say no.
 """
+import fnmatch
 import os
 import re
 import sys
@@ -64,6 +66,10 @@ FORBIDDEN = [
     ("worker", "engine", ["backend/cpu", "backend/cuda", "backend/select"],
      "the engine is handed its ForwardBackend; backend/select builds it"),
     ("worker", "commands", ["kernels/cpu", "kernels/cuda"], "a verb runs kernels only through a backend"),
+    # A pattern (with "*") names files rather than a group: the metric and label helpers of
+    # collectors/ stay open to correlate/.
+    ("agent", "correlate", ["collectors/*_collector.h"],
+     "the correlator reads the probes' snapshots, not a collector"),
 ]
 SOURCE_SUFFIXES = (".h", ".hpp", ".cpp", ".cc", ".c", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
@@ -110,7 +116,8 @@ def file_problems(tree, layers, root, rel, path):
             mine_rank, mine_group, _ = layers[own]
             their_rank, their_group, _ = layers[theirs]
             forbidden = [why for t, group, theirs_, why in FORBIDDEN
-                         if t == tree and group == mine_group and their_group in theirs_]
+                         if t == tree and group == mine_group
+                         and any(fnmatch.fnmatch(target, p) if "*" in p else their_group == p for p in theirs_)]
             if their_rank > mine_rank:
                 why = "a higher layer"
             elif their_rank == mine_rank:

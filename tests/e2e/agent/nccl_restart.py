@@ -21,7 +21,7 @@ import time
 from vigil_harness.agent import Agent, mapped_path, remove_pins, restart_pins, select, wait_attached, wait_released
 from vigil_harness.fail import fail, require_root
 
-# tcp on: the collective set loads after the correlation set, which needs it.
+# tcp on: the collective set and the correlation set load only with it.
 CONFIG = 'probes: {cuda: false}\ndiscovery_interval: 1s\n'
 NRANKS = 4
 BATCH = 40  # collectives per rank per batch: 8 of each of the five kinds

@@ -4,8 +4,17 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <linux/types.h>
+#include <prometheus/metric_family.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <thread>
 
 #include "correlate/correlator.h"
+#include "collective_events.h"
 #include "tcp_events.h"
 
 namespace vigil::agent {
@@ -127,6 +136,116 @@ TEST(ConnectionCorrelation, RiskIsTheWorstEnd) {
   t.add(end(1, 40000, 2, 29500), owned(100, state(102'800'000'000ULL, 100 * kS, 1600000)));
   t.add(end(2, 29500, 1, 40000), owned(200, state(102'900'000'000ULL, 101 * kS, 200000)));
   EXPECT_NEAR(timeout_risk_ratio(t.ends_of(200), 103 * kS, 8.0), (3.0 + 3.2) / 8.0, 1e-9);
+}
+
+// The Correlator on hand-made snapshots of the TCP, NCCL and collective maps (the clock is the
+// real CLOCK_MONOTONIC: the correlator decides against "now").
+using namespace std::chrono_literals;
+
+class FakeConnections : public TcpConnectionReader {
+ public:
+  TcpConnectionEnds read_connections() const override { return ends; }
+  TcpConnectionEnds ends;
+};
+
+class FakeNccl : public NcclReader {
+ public:
+  NcclSnapshot read() const override { return snapshot; }
+  NcclSnapshot snapshot;
+};
+
+class FakeCollective : public CollectiveReader {
+ public:
+  CollectiveSnapshot read() const override { return snapshot; }
+  CollectiveSnapshot snapshot;
+};
+
+const prometheus::MetricFamily& family(const std::vector<prometheus::MetricFamily>& fs, const std::string& name) {
+  for (const auto& f : fs)
+    if (f.name == name) return f;
+  throw std::runtime_error(std::string("no family ") + name);
+}
+
+std::string label(const prometheus::ClientMetric& m, const std::string& name) {
+  for (const auto& l : m.label)
+    if (l.name == name) return l.value;
+  return "<none>";
+}
+
+template <typename Proc>
+Proc named(const char* comm) {
+  Proc p{};
+  std::strncpy(p.comm, comm, sizeof p.comm - 1);
+  return p;
+}
+
+class CorrelatorTest : public ::testing::Test {
+ protected:
+  // No /proc of these pids: labels fall back to the kernel's comm.
+  ProcessTable processes_{std::filesystem::temp_directory_path().string() + "/vigil-no-proc", 30ms};
+  FakeConnections conns_;
+  FakeNccl nccl_;
+  FakeCollective collective_;
+  const uint64_t now_ = monotonic_ns();
+};
+
+TEST_F(CorrelatorTest, NcclAbortsAndErrorsAreDecidedOnceAgainstTheConnections) {
+  // pid 100's connection backs off now at the peer's end; pid 300 has a healthy one.
+  conns_.ends = {{end(1, 40000, 2, 29500), owned(100, state(0, 0, 0))},
+                 {end(2, 29500, 1, 40000), owned(200, state(now_ - kS / 2, now_ - 3 * kS, 800000))},
+                 {end(1, 40001, 3, 29500), owned(300, state(0, 0, 0))}};
+  nccl_proc stalled = named<nccl_proc>("trainer"), healthy = named<nccl_proc>("other");
+  stalled.aborts = 1;
+  healthy.aborts = 2;
+  nccl_.snapshot.procs = {{100, stalled}, {300, healthy}};
+  nccl_.snapshot.async = {{{100, 6}, 1}};
+  Correlator c(conns_, &nccl_, nullptr, 8s, 4, processes_);
+  c.poll_nccl();
+  c.poll_nccl();  // nothing new: nothing counted twice
+  const auto fs = c.Collect();
+  std::map<std::string, std::pair<double, double>> by;  // pid/kind -> {correlated, uncorrelated}
+  for (const auto& m : family(fs, "nccl_tcp_correlated_timeouts_total").metric)
+    by[label(m, "pid") + "/" + label(m, "kind")].first = m.counter.value;
+  for (const auto& m : family(fs, "nccl_tcp_uncorrelated_timeouts_total").metric)
+    by[label(m, "pid") + "/" + label(m, "kind")].second = m.counter.value;
+  using P = std::pair<double, double>;
+  EXPECT_EQ(by, (std::map<std::string, P>{{"100/abort", P{1, 0}}, {"100/error", P{1, 0}}, {"300/abort", P{0, 2}}}));
+  // NCCL processes get the configured timeout: pid 100's risk from the peer's stall, pid 300 none.
+  std::map<std::string, double> risk;
+  for (const auto& m : family(fs, "nccl_tcp_timeout_risk_ratio").metric) risk[label(m, "pid")] = m.gauge.value;
+  ASSERT_EQ(risk.size(), 2u);
+  EXPECT_GT(risk["100"], 0.3);
+  EXPECT_EQ(risk["300"], 0.0);
+}
+
+TEST_F(CorrelatorTest, WorkersAnnounceTheirTimeoutAndExpiredProcessesAreDropped) {
+  conns_.ends = {{end(1, 40000, 2, 29500), owned(100, state(now_ - kS / 2, now_ - 3 * kS, 800000))}};
+  collective_proc worker = named<collective_proc>("vigil-worker"), quiet = named<collective_proc>("idle");
+  worker.timeout_ms = 4000;
+  collective_.snapshot.procs = {{100, worker}, {101, quiet}};  // 101: no collective begun, no timeout
+  Correlator c(conns_, nullptr, &collective_, 8s, 4, processes_);
+  collective_failure f{};
+  f.tgid = 100;
+  f.status = 1;
+  f.ts_ns = now_;
+  f.elapsed_ns = 4 * kS;
+  f.timeout_ms = 4000;
+  std::strncpy(f.comm, "vigil-worker", sizeof f.comm - 1);
+  c.on_collective_failure(f);
+  auto fs = c.Collect();
+  ASSERT_EQ(family(fs, "nccl_tcp_correlated_timeouts_total").metric.size(), 1u);
+  EXPECT_EQ(label(family(fs, "nccl_tcp_correlated_timeouts_total").metric[0], "source"), "worker");
+  EXPECT_EQ(family(fs, "nccl_tcp_correlated_timeouts_total").metric[0].counter.value, 1);
+  const auto& risk = family(fs, "nccl_tcp_timeout_risk_ratio").metric;
+  ASSERT_EQ(risk.size(), 1u);  // the worker's own timeout (4 s), not the idle process
+  EXPECT_EQ(label(risk[0], "pid"), "100");
+  EXPECT_GT(risk[0].gauge.value, 0.6);
+
+  // Not in /proc at all: expired once the grace has passed since first seen.
+  processes_.expired(100);
+  std::this_thread::sleep_for(40ms);
+  c.expire();
+  EXPECT_TRUE(family(c.Collect(), "nccl_tcp_correlated_timeouts_total").metric.empty());
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Loader of collective.bpf.c. Both probes or neither: a binary with only one of them would give
 // begins without ends (or the reverse), so a partial attach is undone and counted.
-#include "correlate/collective_probe.h"
+#include "probes/collective_probe.h"
 
 #include <linux/types.h>
 #include <sys/stat.h>

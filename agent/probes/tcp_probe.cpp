@@ -28,10 +28,9 @@ std::string tracepoint_of(const bpf_program* prog) {
 
 }  // namespace
 
-void TcpProbe::SkelDeleter::operator()(tcp_bpf* s) const { tcp_bpf__destroy(s); }
-
 std::vector<std::string> TcpProbe::names() {
-  std::unique_ptr<tcp_bpf, SkelDeleter> skel(tcp_bpf__open());  // parses the embedded object only
+  // Parses the embedded object only.
+  std::unique_ptr<tcp_bpf, void (*)(tcp_bpf*)> skel(tcp_bpf__open(), tcp_bpf__destroy);
   std::vector<std::string> out;
   bpf_program* prog = nullptr;
   if (skel)
@@ -45,11 +44,7 @@ std::vector<std::string> TcpProbe::names() {
 constexpr const char* kPinnedMaps[] = {"owners", "unowned_retrans", "peers",           "procs",
                                        "peer_counts", "conns",   "retrans_settled", "probe_stats"};
 
-int TcpProbe::load(const std::string& btf_path, const std::set<std::string>& off, const std::string& pin_dir) {
-  LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
-  skel_.reset(tcp_bpf__open_opts(&opts));
-  if (!skel_) throw std::runtime_error("open tcp.bpf.o: " + errno_reason(errno));
-
+void TcpProbe::choose_programs(tcp_bpf& skel, const std::string& btf_path, const std::set<std::string>& off) {
   // A tp_btf program whose tracepoint the kernel's BTF lacks is left out; the two retransmit
   // ones have a classic-tracepoint fallback instead (exactly one of each pair is loaded). The
   // tp_btf forms come first: classic tracepoint programs are skipped while the CPU runs another
@@ -60,12 +55,12 @@ int TcpProbe::load(const std::string& btf_path, const std::set<std::string>& off
     bpf_program* fallback;
   };
   const Optional btf_programs[] = {
-      {skel_->progs.retransmit_btf, "tcp_retransmit_skb", skel_->progs.retransmit_tp},
-      {skel_->progs.synack_btf, "tcp_retransmit_synack", skel_->progs.synack_tp},
-      {skel_->progs.send_reset, "tcp_send_reset", nullptr},
-      {skel_->progs.receive_reset, "tcp_receive_reset", nullptr},
-      {skel_->progs.set_state, "inet_sock_set_state", nullptr},
-      {skel_->progs.sendmsg_locked, "tcp_sendmsg_locked", nullptr},
+      {skel.progs.retransmit_btf, "tcp_retransmit_skb", skel.progs.retransmit_tp},
+      {skel.progs.synack_btf, "tcp_retransmit_synack", skel.progs.synack_tp},
+      {skel.progs.send_reset, "tcp_send_reset", nullptr},
+      {skel.progs.receive_reset, "tcp_receive_reset", nullptr},
+      {skel.progs.set_state, "inet_sock_set_state", nullptr},
+      {skel.progs.sendmsg_locked, "tcp_sendmsg_locked", nullptr},
   };
   missing_ = 0;
   for (const auto& p : btf_programs) {
@@ -75,16 +70,14 @@ int TcpProbe::load(const std::string& btf_path, const std::set<std::string>& off
     else if (!have) ++missing_;
   }
   bpf_program* prog = nullptr;
-  bpf_object__for_each_program(prog, skel_->obj) if (off.count(tracepoint_of(prog))) bpf_program__set_autoload(prog, false);
-  if (!pin_dir.empty())
-    if (int err = pin_maps(skel_->obj, pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)})) return err;
-  return tcp_bpf__load(skel_.get());
+  bpf_object__for_each_program(prog, skel.obj) if (off.count(tracepoint_of(prog))) bpf_program__set_autoload(prog, false);
 }
 
 TcpProbe::TcpProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off,
                    const std::string& pin_dir)
-    : stats_(stats) {
-  load_with_pins("tcp", pin_dir, [&](const std::string& dir) { return load(btf_path, off, dir); });
+    : stats_(stats), skel_("tcp", {tcp_bpf__open_opts, tcp_bpf__load, tcp_bpf__destroy}) {
+  skel_.load(btf_path, pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)},
+             [&](tcp_bpf& skel) { choose_programs(skel, btf_path, off); });
   for (int i = 0; i < missing_; ++i) stats_.attach_failure("tcp", "tracepoint_missing");
 
   std::vector<const bpf_map*> shared;
@@ -103,21 +96,14 @@ TcpProbe::TcpProbe(const std::string& btf_path, AgentStats& stats, const std::se
   }
   links_->report();
   stats_.add_attached("tcp", links_->size());
-  stats_.add_kernel_source(
-      "tcp", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj, links_->running()); });
-  register_tables(stats_, "tcp", tables());
+  stats_sources_ = std::make_unique<SetStatsSources>(
+      stats_, "tcp", skel_->maps.probe_stats, skel_->obj,
+      std::vector<const bpf_map*>{skel_->maps.owners, skel_->maps.peers, skel_->maps.peer_counts, skel_->maps.procs,
+                                  skel_->maps.conns, skel_->maps.unowned_retrans},
+      [this] { return links_->running(); });
 }
 
-std::vector<const bpf_map*> TcpProbe::tables() const {
-  return {skel_->maps.owners,         skel_->maps.peers, skel_->maps.peer_counts, skel_->maps.procs, skel_->maps.conns,
-          skel_->maps.unowned_retrans};
-}
-
-TcpProbe::~TcpProbe() {
-  stats_.add_attached("tcp", -links_->size());
-  stats_.add_kernel_source("tcp", [] { return KernelCounters{}; });
-  register_tables(stats_, "tcp", tables(), true);
-}
+TcpProbe::~TcpProbe() { stats_.add_attached("tcp", -links_->size()); }
 
 int TcpProbe::peers_fd() const { return bpf_map__fd(skel_->maps.peers); }
 int TcpProbe::peer_counts_fd() const { return bpf_map__fd(skel_->maps.peer_counts); }

@@ -8,6 +8,7 @@
 
 #include "probes/bpf_util.h"
 #include "probes/pinned_links.h"
+#include "probes/skeleton.h"
 #include "stats/agent_stats.h"
 
 struct tcp_bpf;
@@ -33,16 +34,13 @@ class TcpProbe {
   int conns_fd() const;  // both ends of connections (correlation)
 
  private:
-  std::vector<const bpf_map*> tables() const;
-  // Opens and loads tcp.bpf.o with its maps pinned in PIN_DIR ("": none); 0 or a libbpf error.
-  int load(const std::string& btf_path, const std::set<std::string>& off, const std::string& pin_dir);
-  struct SkelDeleter {
-    void operator()(tcp_bpf* s) const;
-  };
-  std::unique_ptr<tcp_bpf, SkelDeleter> skel_;
-  std::unique_ptr<PinnedLinks> links_;  // destroyed before the skeleton: declared after it
+  // Sets which programs load: the tp_btf ones the kernel has, else their fallbacks; none in OFF.
+  void choose_programs(tcp_bpf& skel, const std::string& btf_path, const std::set<std::string>& off);
   AgentStats& stats_;
   int missing_ = 0;  // tracepoints this kernel's BTF lacks (no fallback)
+  Skeleton<tcp_bpf> skel_;
+  std::unique_ptr<PinnedLinks> links_;  // destroyed before the skeleton: declared after it
+  std::unique_ptr<SetStatsSources> stats_sources_;  // unregistered before the links go
 };
 
 }  // namespace vigil::agent

@@ -17,8 +17,6 @@
 
 namespace vigil::agent {
 
-void CollectiveProbe::SkelDeleter::operator()(collective_bpf* s) const { collective_bpf__destroy(s); }
-
 namespace {
 
 // Collective progress per process (counters, the open collective), the set's own counters, and the
@@ -28,28 +26,19 @@ constexpr const char* kPinnedMaps[] = {"procs", "probe_stats", "failures"};
 
 }  // namespace
 
-// With pins, libbpf reuses each pinned map whose type, sizes and flags match (CudaProbe::load).
-int CollectiveProbe::load(const std::string& btf_path, const std::string& pin_dir) {
-  LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
-  skel_.reset(collective_bpf__open_opts(&opts));
-  if (!skel_) throw std::runtime_error("open collective.bpf.o: " + errno_reason(errno));
-  if (!pin_dir.empty())
-    if (int err = pin_maps(skel_->obj, pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)})) return err;
-  return collective_bpf__load(skel_.get());
-}
-
+// With pins, libbpf reuses each pinned map whose type, sizes and flags match (CudaProbe).
 CollectiveProbe::CollectiveProbe(const std::string& btf_path, AgentStats& stats, OnFailure on_failure,
                                  const std::string& pin_dir)
-    : stats_(stats), on_failure_(std::move(on_failure)), files_("collective", stats) {
-  load_with_pins("collective", pin_dir, [&](const std::string& dir) { return load(btf_path, dir); });
-  stats_.add_kernel_source("collective", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
-  register_tables(stats_, "collective", {skel_->maps.procs});
+    : stats_(stats),
+      on_failure_(std::move(on_failure)),
+      skel_("collective", {collective_bpf__open_opts, collective_bpf__load, collective_bpf__destroy}),
+      files_("collective", stats) {
+  skel_.load(btf_path, pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)});
+  stats_sources_ = std::make_unique<SetStatsSources>(stats_, "collective", skel_->maps.probe_stats, skel_->obj,
+                                                     std::vector<const bpf_map*>{skel_->maps.procs});
 }
 
-CollectiveProbe::~CollectiveProbe() {
-  stats_.add_kernel_source("collective", [] { return KernelCounters{}; });
-  register_tables(stats_, "collective", {skel_->maps.procs}, true);
-}
+CollectiveProbe::~CollectiveProbe() = default;
 
 int CollectiveProbe::attach(const std::string& path, dev_t dev, ino_t inode, const std::string& name) {
   auto [file, added] = files_.seen({dev, inode});

@@ -14,6 +14,7 @@
 #include "probes/bpf_util.h"
 #include "probes/file_links.h"
 #include "probes/ring_reader.h"
+#include "probes/skeleton.h"
 #include "stats/agent_stats.h"
 
 struct collective_bpf;
@@ -48,14 +49,11 @@ class CollectiveProbe {
 
  private:
   static int on_event(void* ctx, void* data, size_t size);
-  int load(const std::string& btf_path, const std::string& pin_dir);  // 0 or a libbpf error
-  struct SkelDeleter {
-    void operator()(collective_bpf* s) const;
-  };
   AgentStats& stats_;
   OnFailure on_failure_;
-  std::unique_ptr<collective_bpf, SkelDeleter> skel_;
+  Skeleton<collective_bpf> skel_;
   FileLinks files_;  // destroyed before the skeleton: declared after it
+  std::unique_ptr<SetStatsSources> stats_sources_;  // unregistered before the links go
 };
 
 }  // namespace vigil::agent

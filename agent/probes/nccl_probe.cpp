@@ -45,44 +45,27 @@ std::string nccl_result_name(int result) {
   return "other";  // one label value for every unknown code (the log line has the number)
 }
 
-void NcclProbe::SkelDeleter::operator()(nccl_bpf* s) const { nccl_bpf__destroy(s); }
 
 std::vector<std::string> NcclProbe::names() { return {std::begin(kFnNames), std::end(kFnNames)}; }
 
-// With pins, libbpf reuses each pinned map whose type, sizes and flags match (CudaProbe::load).
-int NcclProbe::load(const std::string& btf_path, const std::string& pin_dir) {
-  LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
-  skel_.reset(nccl_bpf__open_opts(&opts));
-  if (!skel_) throw std::runtime_error("open nccl.bpf.o: " + errno_reason(errno));
-  if (!pin_dir.empty())
-    if (int err = pin_maps(skel_->obj, pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)})) return err;
-  return nccl_bpf__load(skel_.get());
-}
-
+// With pins, libbpf reuses each pinned map whose type, sizes and flags match (CudaProbe).
 NcclProbe::NcclProbe(const std::string& btf_path, AgentStats& stats, const std::set<std::string>& off,
                      const std::string& pin_dir)
-    : stats_(stats) {
-  const bool pinned = load_with_pins("nccl", pin_dir, [&](const std::string& dir) { return load(btf_path, dir); });
+    : stats_(stats), skel_("nccl", {nccl_bpf__open_opts, nccl_bpf__load, nccl_bpf__destroy}) {
+  const bool pinned = skel_.load(btf_path, pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)});
   std::vector<UprobeTarget> targets;
   for (unsigned fn = 0; fn < NCCL_FN_MAX; ++fn)
     if (!off.count(kFnNames[fn])) targets.push_back({kFnNames[fn], fn, false});
   uprobes_ = std::make_unique<UprobeSet>("nccl", skel_->progs.nccl_enter, skel_->progs.nccl_exit,
                                          std::move(targets), stats_);
   if (pinned) uprobes_->adopt_pinned_links(pin_dir);
-  stats_.add_kernel_source("nccl", [this] { return read_kernel_counters(skel_->maps.probe_stats, skel_->obj); });
-  register_tables(stats_, "nccl", tables());
+  stats_sources_ = std::make_unique<SetStatsSources>(
+      stats_, "nccl", skel_->maps.probe_stats, skel_->obj,
+      std::vector<const bpf_map*>{skel_->maps.procs, skel_->maps.calls, skel_->maps.async_errors, skel_->maps.inflight,
+                                  skel_->maps.comms, skel_->maps.init_args});
 }
 
-std::vector<const bpf_map*> NcclProbe::tables() const {
-  return {skel_->maps.procs,    skel_->maps.calls,     skel_->maps.async_errors,
-          skel_->maps.inflight, skel_->maps.comms,     skel_->maps.init_args};
-}
-
-NcclProbe::~NcclProbe() {
-  stats_.add_kernel_source("nccl", [] { return KernelCounters{}; });
-  register_tables(stats_, "nccl", tables(), true);
-  uprobes_.reset();
-}
+NcclProbe::~NcclProbe() = default;
 
 int NcclProbe::on_failure(void* ctx, void* data, size_t size) {
   auto* self = static_cast<NcclProbe*>(ctx);

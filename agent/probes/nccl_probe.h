@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "probes/skeleton.h"
 #include "probes/bpf_util.h"
 #include "probes/ring_reader.h"
 #include "probes/uprobe_set.h"
@@ -50,15 +51,11 @@ class NcclProbe {
 
  private:
   static int on_failure(void* ctx, void* data, size_t size);
-  int load(const std::string& btf_path, const std::string& pin_dir);  // 0 or a libbpf error
-  std::vector<const bpf_map*> tables() const;
-  struct SkelDeleter {
-    void operator()(nccl_bpf* s) const;
-  };
   AgentStats& stats_;
   LogLimiter log_limit_{50};  // the reader's thread only
-  std::unique_ptr<nccl_bpf, SkelDeleter> skel_;
+  Skeleton<nccl_bpf> skel_;
   std::unique_ptr<UprobeSet> uprobes_;  // links go first, then the object
+  std::unique_ptr<SetStatsSources> stats_sources_;  // unregistered before the links go
 };
 
 // "ncclSuccess", "ncclUnhandledCudaError", ... for ncclResult_t values.

@@ -12,6 +12,7 @@
 #include "collectors/cuda_graph_collector.h"
 #include "collectors/gpu_memory_collector.h"
 #include "probes/cuda_result.h"
+#include "rendered_families.h"
 
 namespace vigil::agent {
 namespace {
@@ -34,18 +35,6 @@ cuda_proc proc(const char* comm) {
   cuda_proc p{};
   std::strncpy(p.comm, comm, sizeof p.comm - 1);
   return p;
-}
-
-const prometheus::MetricFamily& family(const std::vector<prometheus::MetricFamily>& fs, const std::string& name) {
-  for (const auto& f : fs)
-    if (f.name == name) return f;
-  throw std::runtime_error("no family " + name);
-}
-
-std::string label(const prometheus::ClientMetric& m, const std::string& name) {
-  for (const auto& l : m.label)
-    if (l.name == name) return l.value;
-  return "<none>";
 }
 
 // The series of family NAME whose pid label is PID ("" for series without one).

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "collectors/nccl_comm_id.h"
+#include "rendered_families.h"
 
 namespace vigil::agent {
 namespace {
@@ -30,18 +31,6 @@ nccl_proc proc(const char* comm, int64_t communicators) {
   p.communicators = communicators;
   std::strncpy(p.comm, comm, sizeof p.comm - 1);
   return p;
-}
-
-const prometheus::MetricFamily& family(const std::vector<prometheus::MetricFamily>& fs, const std::string& name) {
-  for (const auto& f : fs)
-    if (f.name == name) return f;
-  throw std::runtime_error(std::string("no family ") + name);
-}
-
-std::string label(const prometheus::ClientMetric& m, const std::string& name) {
-  for (const auto& l : m.label)
-    if (l.name == name) return l.value;
-  return "<none>";
 }
 
 class NcclCollectorTest : public ::testing::Test {

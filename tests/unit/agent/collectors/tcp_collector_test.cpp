@@ -13,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include "rendered_families.h"
+
 namespace vigil::agent {
 namespace {
 
@@ -39,18 +41,6 @@ std::pair<tcp_peer_key, tcp_peer_val> row(uint32_t pid, const char* ipv4, uint64
   v.resets_received = received;
   std::strncpy(v.comm, comm, sizeof v.comm - 1);
   return {k, v};
-}
-
-const prometheus::MetricFamily& family(const std::vector<prometheus::MetricFamily>& fs, const std::string& name) {
-  for (const auto& f : fs)
-    if (f.name == name) return f;
-  throw std::runtime_error(std::string("no family ") + name);
-}
-
-std::string label(const prometheus::ClientMetric& m, const std::string& name) {
-  for (const auto& l : m.label)
-    if (l.name == name) return l.value;
-  return "<none>";
 }
 
 // Family NAME's values by the value of label KEY.

@@ -16,6 +16,7 @@
 #include "correlate/correlator.h"
 #include "collective_events.h"
 #include "tcp_events.h"
+#include "../collectors/rendered_families.h"
 
 namespace vigil::agent {
 namespace {
@@ -159,18 +160,6 @@ class FakeCollective : public CollectiveReader {
   CollectiveSnapshot read() const override { return snapshot; }
   CollectiveSnapshot snapshot;
 };
-
-const prometheus::MetricFamily& family(const std::vector<prometheus::MetricFamily>& fs, const std::string& name) {
-  for (const auto& f : fs)
-    if (f.name == name) return f;
-  throw std::runtime_error(std::string("no family ") + name);
-}
-
-std::string label(const prometheus::ClientMetric& m, const std::string& name) {
-  for (const auto& l : m.label)
-    if (l.name == name) return l.value;
-  return "<none>";
-}
 
 template <typename Proc>
 Proc named(const char* comm) {

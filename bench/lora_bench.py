@@ -10,16 +10,15 @@ Prints a Markdown table (docs/performance.md, "LoRA").
 """
 import argparse
 import os
-import re
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 from vigil_harness import worker_client
+from vigil_harness.worker_client import start_serve
 
 MAKE_LORA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "make_lora.py")
 
@@ -69,17 +68,8 @@ def main():
     cfg = os.path.join(tmp, "serve.yaml")
     with open(cfg, "w") as f:
         f.write(f"engine:\n  threads: {a.threads}\n")
-    proc = subprocess.Popen([a.binary, "serve", "-m", a.model, "--port", "0", "--adapter-dir", tmp, "--config", cfg,
-                             "--allow-runtime-adapters"], stderr=subprocess.PIPE, text=True)
-    port = None
-    for line in proc.stderr:
-        m = re.search(r"on http://[^ ]+:(\d+) ", line)
-        if m:
-            port = int(m.group(1))
-            break
-    if port is None:
-        sys.exit("server did not start")
-    threading.Thread(target=lambda: proc.stderr.read(), daemon=True).start()
+    proc, port, _ = start_serve([a.binary, "serve", "-m", a.model, "--port", "0", "--adapter-dir", tmp,
+                                 "--config", cfg, "--allow-runtime-adapters"])
     base = os.path.basename(a.model)
     prompt = "Write a short story about a lighthouse keeper who finds a message in a bottle. " * 2
     try:
@@ -108,7 +98,7 @@ def main():
             call(port, "POST", "/v1/load_lora_adapter", {"lora_name": f"r{r}", "lora_path": f"r{r}.gguf"})
         x, y = f"r{ranks[0]}", f"r{ranks[-1]}"
         n_tok = 16
-        cases = {f"base after base": [], f"{x} after {x}": [], f"{x} after {y}": [], f"{y} after {y}": [],
+        cases = {"base after base": [], f"{x} after {x}": [], f"{x} after {y}": [], f"{y} after {y}": [],
                  f"{y} after {x}": []}
         for _ in range(a.reps):
             for prev, cur in [(base, base), (x, x), (y, x), (y, y), (x, y)]:

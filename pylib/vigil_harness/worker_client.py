@@ -3,13 +3,34 @@ benchmarks call it: one fresh connection per request, bodies as the server sent 
 import collections
 import http.client
 import json
+import re
+import subprocess
+import threading
 import time
 
 HOST = '127.0.0.1'
+# The line `serve` logs once it listens (worker/commands/serve.cpp); with --port 0 the only place
+# the chosen port is written.
+LISTENING = re.compile(r'on http://[^ ]+:(\d+) ')
 
 # One completion's answer: TEXT, FINISH_REASON and USAGE are None unless STATUS is 200; RAW is the
 # body as sent (the error object, or the events of a stream).
 Completion = collections.namedtuple('Completion', 'status text finish_reason usage raw')
+
+
+def start_serve(args, **popen):
+    """Starts `vigil-worker serve` (ARGS, with --port 0) and waits until it listens: (process, port,
+    log). LOG holds its stderr lines, kept up to date by a thread."""
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, **popen)
+    log = []
+    for line in proc.stderr:
+        log.append(line)
+        m = LISTENING.search(line)
+        if m:
+            threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True).start()
+            return proc, int(m.group(1)), log
+    proc.wait()
+    raise RuntimeError("server did not start (exit %s): %s" % (proc.returncode, ''.join(log)))
 
 
 def call(port, method, path, body=None, headers=None, timeout=120, source=None):

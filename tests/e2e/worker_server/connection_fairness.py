@@ -21,13 +21,12 @@ import re
 import select
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-from vigil_harness.worker_client import call
+from vigil_harness.worker_client import call, start_serve
 
 BINARY, MODEL = sys.argv[1], sys.argv[2]
 IDLE = 600
@@ -46,16 +45,7 @@ def start(config_text):
     config = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
     config.write(config_text)
     config.close()
-    proc = subprocess.Popen([BINARY, "serve", "-m", MODEL, "--port", "0", "--config", config.name],
-                            stderr=subprocess.PIPE, text=True)
-    log = []
-    for line in proc.stderr:
-        log.append(line)
-        m = re.search(r"on http://[^ ]+:(\d+) ", line)
-        if m:
-            threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True).start()
-            return proc, int(m.group(1)), log
-    raise RuntimeError("server did not start: " + "".join(log))
+    return start_serve([BINARY, "serve", "-m", MODEL, "--port", "0", "--config", config.name])
 
 
 def open_idle(port):

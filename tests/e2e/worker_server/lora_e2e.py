@@ -11,15 +11,13 @@ usage: lora_e2e.py VIGIL_WORKER MODEL MAKE_LORA
 import concurrent.futures
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 
 from vigil_harness import worker_client
-from vigil_harness.worker_client import metric
+from vigil_harness.worker_client import metric, start_serve
 
 BINARY, MODEL, MAKE_LORA = sys.argv[1], sys.argv[2], sys.argv[3]
 TMP = tempfile.mkdtemp(prefix="vigil-lora-e2e-")
@@ -72,17 +70,8 @@ def main():
         f.write(whole)
     os.symlink(outside, os.path.join(ADAPTERS, "escape.gguf"))
 
-    proc = subprocess.Popen([BINARY, "serve", "-m", MODEL, "--port", "0", "--adapter-dir", ADAPTERS,
-                             "--allow-runtime-adapters"], stderr=subprocess.PIPE, text=True)
-    port = None
-    for line in proc.stderr:
-        m = re.search(r"on http://[^ ]+:(\d+) ", line)
-        if m:
-            port = int(m.group(1))
-            break
-    if port is None:
-        sys.exit("server did not start")
-    threading.Thread(target=lambda: proc.stderr.read(), daemon=True).start()
+    proc, port, _ = start_serve([BINARY, "serve", "-m", MODEL, "--port", "0", "--adapter-dir", ADAPTERS,
+                                 "--allow-runtime-adapters"])
     base = os.path.basename(MODEL)
     try:
         run(port, base, outside)

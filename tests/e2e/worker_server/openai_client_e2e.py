@@ -7,15 +7,12 @@ unless the worker allows it.
 usage: openai_client_e2e.py VIGIL_WORKER MODEL   (run with the ops venv's python)
 """
 import os
-import re
 import signal
-import subprocess
 import sys
-import threading
 
 import openai
 
-from vigil_harness.worker_client import call
+from vigil_harness.worker_client import call, start_serve
 
 BINARY, MODEL = sys.argv[1], sys.argv[2]
 KEY = "vigil-test-key-5b1d0c"
@@ -33,16 +30,8 @@ def start(extra=(), env_key=None):
     env.pop("VIGIL_API_KEY", None)
     if env_key:
         env["VIGIL_API_KEY"] = env_key
-    proc = subprocess.Popen([BINARY, "serve", "-m", MODEL, "--port", "0", *extra], stderr=subprocess.PIPE,
-                            text=True, env=env)
-    log = []
-    for line in proc.stderr:
-        log.append(line)
-        m = re.search(r"on http://[^ ]+:(\d+) ", line)
-        if m:
-            threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True).start()
-            return proc, int(m.group(1))
-    raise RuntimeError("server did not start: " + "".join(log))
+    proc, port, _ = start_serve([BINARY, "serve", "-m", MODEL, "--port", "0", *extra], env=env)
+    return proc, port
 
 
 def stop(proc):

@@ -10,7 +10,6 @@ import concurrent.futures
 import base64
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -20,7 +19,7 @@ import threading
 import time
 
 from vigil_harness import worker_client
-from vigil_harness.worker_client import call, metric
+from vigil_harness.worker_client import call, metric, start_serve
 
 BINARY, MODEL = sys.argv[1], sys.argv[2]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -44,18 +43,10 @@ class Server:
             with open(path, "w") as f:
                 f.write(config)
             args += ["--config", path]
-        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
-        self.log = []
-        self.port = None
-        for line in self.proc.stderr:
-            self.log.append(line)
-            m = re.search(r"on http://[^ ]+:(\d+) ", line)
-            if m:
-                self.port = int(m.group(1))
-                break
-        if self.port is None:
-            raise RuntimeError(f"{name}: server did not start: {''.join(self.log)}")
-        threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
+        try:
+            self.proc, self.port, self.log = start_serve(args)
+        except RuntimeError as e:
+            raise RuntimeError(f"{name}: {e}") from None
 
     def stop(self):
         if self.proc.poll() is None:

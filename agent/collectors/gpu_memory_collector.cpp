@@ -28,6 +28,7 @@ void GpuMemoryCollector::retire(uint32_t pid, const cuda_proc& last) {
   const LabelList group = group_of(process_labels(processes_, pid, bpf_string(last.comm)));
   std::lock_guard lock(mu_);
   retired_sizes_.retire(group, sizes_of(last), Clock::now());
+  retired_pids_.insert(pid);
   samples_.erase(pid);
   complete_.erase(pid);
 }
@@ -57,6 +58,7 @@ GpuMemoryCollector::AllocSizes GpuMemoryCollector::sizes_of(const cuda_proc& p) 
 void GpuMemoryCollector::sample(const CudaSnapshot& snapshot) {
   auto now = Clock::now();
   std::lock_guard lock(mu_);
+  retired_pids_.clear();       // the set forgets what it retires before it samples
   std::set<LabelList> alive;  // groups with a member whose counts stay in the map
   for (const auto& [pid, p] : snapshot.procs) {
     alive.insert(group_of(process_labels(processes_, pid, bpf_string(p.comm))));
@@ -70,7 +72,11 @@ void GpuMemoryCollector::sample(const CudaSnapshot& snapshot) {
 
 std::vector<prometheus::MetricFamily> GpuMemoryCollector::Collect() const {
   auto now = Clock::now();
-  const CudaSnapshot snapshot = maps_.read();
+  // Read under the lock, without the processes retired but not yet forgotten: their sizes are
+  // in the retired sums already.
+  std::lock_guard lock(mu_);
+  CudaSnapshot snapshot = maps_.read();
+  for (uint32_t pid : retired_pids_) snapshot.procs.erase(pid);
   const auto& procs = snapshot.procs;
   const auto& errors = snapshot.errors;
 
@@ -104,7 +110,6 @@ std::vector<prometheus::MetricFamily> GpuMemoryCollector::Collect() const {
   for (int i = 0; i < CUDA_HIST_BUCKETS - 1; ++i) bounds.push_back(std::ldexp(1.0, i));
   bounds.push_back(std::numeric_limits<double>::infinity());
 
-  std::lock_guard lock(mu_);
   std::map<uint32_t, LabelList> labels;
   std::map<LabelList, AllocSizes> sizes = retired_sizes_.sums();
   for (const auto& [pid, p] : procs) {

@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "collectors/group_sums.h"
 #include "cuda_events.h"
@@ -29,11 +30,13 @@ class GpuMemoryCollector : public prometheus::Collectable {
         retired_sizes_(processes.grace()) {}
   std::vector<prometheus::MetricFamily> Collect() const override;
 
-  // Called every poll interval with the live processes' state: records allocation counts for the
-  // sliding window, and drops the retired sizes of groups with no process left after the grace.
+  // Called once per housekeeping tick, after the set's expiry, with the live processes' state:
+  // records allocation counts for the sliding window, and drops the retired sizes of groups with
+  // no process left after the grace.
   void sample(const CudaSnapshot& now);
   // PID is gone past its grace period (the set forgets its kernel state next): its allocation
-  // sizes stay in its group's histogram (group_sums.h), its window and completeness go.
+  // sizes stay in its group's histogram (group_sums.h), its window and completeness go, and a
+  // scrape before the next sample leaves it out of the maps' snapshot (counted once).
   void retire(uint32_t pid, const cuda_proc& last);
 
  private:
@@ -61,6 +64,7 @@ class GpuMemoryCollector : public prometheus::Collectable {
   mutable std::map<uint32_t, bool> complete_;
   std::map<uint32_t, std::deque<Sample>> samples_;
   RetiredSums<AllocSizes> retired_sizes_;
+  std::set<uint32_t> retired_pids_;  // retired since the last sample, maybe still in the maps
 };
 
 }  // namespace vigil::agent

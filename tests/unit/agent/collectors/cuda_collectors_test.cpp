@@ -109,6 +109,34 @@ TEST_F(CudaCollectors, GpuMemoryKeepsRetiredSizesThenDropsThemAfterTheGrace) {
   EXPECT_TRUE(family(c.Collect(), "gpu_memory_allocation_size_bytes").metric.empty());
 }
 
+// A scrape between the set's retire and its forget sees the process both retired and still in
+// the maps: its sizes count once, and it is not rendered as a live process.
+TEST_F(CudaCollectors, GpuMemoryScrapeBetweenRetireAndForgetCountsOnce) {
+  cuda_proc p = proc("client");
+  p.allocs = 2;
+  p.alloc_bytes = 3000;
+  p.size_hist[11] = 2;
+  p.live_bytes = 100;
+  cuda_.snapshot.procs = {{300, p}};
+  GpuMemoryCollector c(cuda_, 1min, processes_, 0);
+  c.sample(cuda_.snapshot);
+  c.retire(300, p);  // the maps still hold 300: forget comes next
+
+  auto fs = c.Collect();
+  auto hist = family(fs, "gpu_memory_allocation_size_bytes").metric;
+  ASSERT_EQ(hist.size(), 1u);
+  EXPECT_EQ(hist[0].histogram.sample_count, 2u);
+  EXPECT_EQ(hist[0].histogram.sample_sum, 3000);
+  EXPECT_TRUE(series(fs, "gpu_memory_live_bytes", "300").empty());
+  EXPECT_TRUE(series(fs, "gpu_memory_accounting_complete", "300").empty());
+
+  cuda_.snapshot.procs.clear();  // forgotten; the tick samples what is left
+  c.sample(cuda_.snapshot);
+  hist = family(c.Collect(), "gpu_memory_allocation_size_bytes").metric;
+  ASSERT_EQ(hist.size(), 1u);
+  EXPECT_EQ(hist[0].histogram.sample_count, 2u);
+}
+
 TEST_F(CudaCollectors, GpuMemoryRetiredSizesAddToALiveMemberOfTheGroup) {
   cuda_proc a = proc("worker"), b = proc("worker");
   a.allocs = b.allocs = 1;

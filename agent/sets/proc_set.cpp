@@ -22,11 +22,13 @@ ProcSet::ProcSet(SetContext& ctx)
       libraries_(ctx.libraries),
       probe_(ctx.cfg.kernel_btf, ctx.stats, [this](uint32_t pid, bool exec) { on_event(pid, exec); },
              set_pin_dir(ctx.cfg.bpf_pin_root, "proc")) {
+  // First what may throw, so a constructor that fails leaves no callback and no recording behind
+  // (the destructor, which turns recording off, would not run).
+  probe_.add_rings(ctx.rings);
   // The kernel sends the exits of the processes in the table only: the table's changes are
   // mirrored into the probe's map from housekeeping (poll, expire), never from a scrape.
   processes_.record_changes(true);
   libraries_.set_exec_events(true);
-  probe_.add_rings(ctx.rings);  // last: a constructor that throws leaves no callback behind
 }
 
 ProcSet::~ProcSet() {

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The worker's tensor-parallel collectives through its USDT probes vigil:collective_begin(op,
- * bytes, timeout_ms) and vigil:collective_end(op, bytes, status, elapsed_ns): counters and the open
- * collective per process in a map, every failure (timeout, error) to user space, where the
- * correlator checks it against the process's TCP retransmits. */
+ * bytes, timeout_ms, group_id, seq, rank, nranks) and vigil:collective_end(op, bytes, status,
+ * elapsed_ns) (docs/probes.md): counters, the open collective and the group's progress per process
+ * in a map, every failure (timeout, error) to user space, where the correlator checks it against
+ * the process's TCP retransmits. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
@@ -40,16 +41,23 @@ static __always_inline struct collective_proc *proc_of(__u32 *tgid)
 }
 
 SEC("usdt")
-int BPF_USDT(collective_begin, __u32 op, __u64 bytes, __u64 timeout_ms)
+int BPF_USDT(collective_begin, __u32 op, __u64 bytes, __u64 timeout_ms, __u64 group_id, __u64 seq, __u32 rank,
+	     __u32 nranks)
 {
 	__u32 tgid;
 	struct collective_proc *p = proc_of(&tgid);
+	__u64 now = bpf_ktime_get_ns();
 
 	if (!p)
 		return 0;
 	p->timeout_ms = timeout_ms;
 	p->inflight_op = op;
-	p->inflight_since_ns = bpf_ktime_get_ns();
+	p->inflight_since_ns = now;
+	p->last_begin_ns = now;
+	p->group_id = group_id;
+	p->group_seq = seq;
+	p->rank = rank;
+	p->nranks = nranks;
 	return 0;
 }
 

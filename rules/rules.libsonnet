@@ -85,13 +85,15 @@ local failuresIn = import 'failures.libsonnet';
         ],
       },
       {
-        // Which rank of an NCCL communicator the others wait for (docs/correlation.md). The
-        // agent labels each rank's progress with the communicator's id (a hash of the
-        // ncclUniqueId every rank passed to its init), so ranks on different nodes join on
-        // (cluster, communicator). VigilCollectiveRankStuck completes this group.
+        // Which rank of a communicator the others wait for (docs/correlation.md): NCCL's
+        // (nccl_comm_*) and the worker's tensor-parallel groups (tp_comm_*). The agent labels
+        // each rank's progress with the communicator's id (a hash of the ncclUniqueId every rank
+        // passed to its init; the group id the worker's leader drew), so ranks on different
+        // nodes join on (cluster, communicator). VigilCollectiveRankStuck completes this group.
         name: 'vigil-nccl-rank',
         local sel = c.agentSelector,
-        local progress = 'nccl_comm_collectives_total{%s}' % sel,
+        local progress = '{__name__=~"nccl_comm_collectives_total|tp_comm_collectives_total", %s}' % sel,
+        local age = '{__name__=~"nccl_comm_last_collective_age_seconds|tp_comm_last_collective_age_seconds", %s}' % sel,
         local head = 'max by (cluster, communicator) (%s)' % progress,
         rules: [
           {
@@ -99,10 +101,10 @@ local failuresIn = import 'failures.libsonnet';
             // rankStuckWaitSeconds: waiting (or the whole communicator idle), value the wait.
             record: 'vigil:nccl_comm_rank_waiting:age_seconds',
             expr: |||
-              nccl_comm_last_collective_age_seconds{%(sel)s} > %(t)s
+              %(age)s > %(t)s
               and on (cluster, instance, pid, communicator, rank)
               (%(progress)s == on (cluster, communicator) group_left %(head)s)
-            ||| % { sel: sel, t: c.rankStuckWaitSeconds, progress: progress, head: head },
+            ||| % { age: age, t: c.rankStuckWaitSeconds, progress: progress, head: head },
           },
           {
             // A running rank behind the furthest while others wait: value the collectives it

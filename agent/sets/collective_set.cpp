@@ -1,4 +1,5 @@
-// The collective set: failed collectives of the worker, from its USDT probes, to the correlator.
+// The collective set: failed collectives of the worker, from its USDT probes, to the correlator;
+// each worker's tensor-parallel progress to /metrics.
 #include "sets/collective_set.h"
 
 #include "probes/pinned_state.h"
@@ -15,9 +16,12 @@ CollectiveSet::CollectiveSet(SetContext& ctx)
              },
              set_pin_dir(ctx.cfg.bpf_pin_root, "collective")),
       maps_(probe_.procs_fd()) {
+  collector_ = std::make_shared<TpGroupCollector>(maps_, ctx.processes);
   for (const auto& path : ctx.cfg.libraries.usdt) probe_.attach(path);
   probe_.add_rings(ctx.rings);  // last: a constructor that throws leaves no callback behind
 }
+
+std::vector<NamedCollector> CollectiveSet::collectors() { return {{"tp_group", collector_}}; }
 
 void CollectiveSet::send_failures_to(FailureSink sink) {
   std::lock_guard lock(sink_mu_);
@@ -32,7 +36,8 @@ void CollectiveSet::on_full_scan(const std::vector<LibraryHit>& mapped) {
   probe_.release_unmapped(files_of_kind(mapped, LibraryKind::kUsdt), grace_);
 }
 
-// Processes gone past their grace: their kernel state goes (the correlator drops its own).
+// Processes gone past their grace: their kernel state goes (the correlator drops its own; the
+// collector keeps nothing of them).
 void CollectiveSet::expire() {
   std::set<uint32_t> dead;
   for (const auto& [pid, p] : maps_.read().procs)

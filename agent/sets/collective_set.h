@@ -1,12 +1,16 @@
 // The collective set: collective.bpf.c on the worker's vigil:collective_begin/collective_end USDT
 // probes. Its map (each worker's collective timeout) is read by the correlation set's correlator,
-// and each failed collective goes to it as it happens.
+// and each failed collective goes to it as it happens; its collector exports each worker's place
+// in its tensor-parallel group.
 #pragma once
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
+
+#include "collectors/tp_group_collector.h"
 
 #include "probes/collective_maps.h"
 #include "probes/collective_probe.h"
@@ -17,6 +21,7 @@ namespace vigil::agent {
 class CollectiveSet : public ProbeSet {
  public:
   explicit CollectiveSet(SetContext& ctx);
+  std::vector<NamedCollector> collectors() override;
   // Probes the usdt set's files. It does not ask for discovery itself (watches_libraries): it is
   // loaded when probes.usdt is on, and relies on the usdt set for discovery (if that set failed
   // to load, only the configured libraries.usdt files are probed).
@@ -37,6 +42,7 @@ class CollectiveSet : public ProbeSet {
   FailureSink sink_;
   CollectiveProbe probe_;
   CollectiveMaps maps_;  // the owner of probe_'s procs map
+  std::shared_ptr<TpGroupCollector> collector_;
 };
 
 }  // namespace vigil::agent

@@ -46,7 +46,7 @@ std::span<const ProbeSetEntry> probe_set_registry() {
       {"cuda", &ProbeSets::cuda, load<CudaSet>, nullptr, CudaProbe::names},
       {"nccl", &ProbeSets::nccl, load<NcclSet>, nullptr, NcclProbe::names},
       {"usdt", &ProbeSets::usdt, load<UsdtSet>, nullptr, UsdtProbe::names},
-      {"collective", &ProbeSets::usdt, load<CollectiveSet>, after<TcpSet>},
+      {"collective", &ProbeSets::usdt, load<CollectiveSet>},
       {"correlation", nullptr, load<CorrelationSet>, after<TcpSet>},
       {"xid", &ProbeSets::xid, load<XidSet>},
       {"proc", nullptr, ProcSet::load, libraries_watched},

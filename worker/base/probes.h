@@ -37,7 +37,8 @@ VIGIL_PROBE_LIST(VIGIL_DECLARE_SEMAPHORE)
     }                                                              \
   } while (0)
 
-// Picks STAP_PROBEn by argument count (1 to 6 arguments).
-#define VIGIL_PROBE_N(_1, _2, _3, _4, _5, _6, N, ...) N
-#define DTRACE_PROBE_VIGIL(name, ...) \
-  VIGIL_PROBE_N(__VA_ARGS__, STAP_PROBE6, STAP_PROBE5, STAP_PROBE4, STAP_PROBE3, STAP_PROBE2, STAP_PROBE1, )(vigil, name, __VA_ARGS__)
+// Picks STAP_PROBEn by argument count (1 to 7 arguments).
+#define VIGIL_PROBE_N(_1, _2, _3, _4, _5, _6, _7, N, ...) N
+#define DTRACE_PROBE_VIGIL(name, ...)                                                                     \
+  VIGIL_PROBE_N(__VA_ARGS__, STAP_PROBE7, STAP_PROBE6, STAP_PROBE5, STAP_PROBE4, STAP_PROBE3, STAP_PROBE2, \
+                STAP_PROBE1, )(vigil, name, __VA_ARGS__)

@@ -29,7 +29,9 @@ void Communicator::run(CollectiveOp op, size_t bytes, std::chrono::milliseconds 
   using Clock = std::chrono::steady_clock;
   if (timeout.count() <= 0)
     throw std::invalid_argument(std::string(collective_op_name(op)) + ": the timeout must be positive");
-  VIGIL_PROBE(collective_begin, static_cast<uint32_t>(op), bytes, timeout.count());
+  VIGIL_PROBE(collective_begin, static_cast<uint32_t>(op), bytes, timeout.count(), group_id_, sequence_,
+              static_cast<uint32_t>(rank()), static_cast<uint32_t>(world()));
+  ++sequence_;
   const auto start = Clock::now();
   CollectiveStatus status = CollectiveStatus::kOk;
   std::string what;

@@ -60,6 +60,15 @@ class Communicator {
 
   void set_observer(CollectiveObserver* observer) { observer_ = observer; }
 
+  // The group's id, the same on every rank (TensorParallel draws it on rank 0 and broadcasts it),
+  // carried by collective_begin with the collective's sequence number so that the agent can
+  // compare the ranks of one group across nodes (docs/correlation.md). 0: none agreed yet.
+  void set_group_id(uint64_t id) { group_id_ = id; }
+  uint64_t group_id() const { return group_id_; }
+  // Collectives begun on this communicator: every rank runs them in the same order, so the n-th
+  // has the same number everywhere.
+  uint64_t sequence() const { return sequence_; }
+
  protected:
   // Backends throw CollectiveError for failures they can classify (kTimeout needs this); any other
   // exception is reported as kError.
@@ -73,6 +82,8 @@ class Communicator {
   void run(CollectiveOp op, size_t bytes, std::chrono::milliseconds timeout, F&& call);
 
   CollectiveObserver* observer_ = nullptr;
+  uint64_t group_id_ = 0;
+  uint64_t sequence_ = 0;
 };
 
 }  // namespace vigil

@@ -3,20 +3,35 @@
 #include "comm/tensor_parallel.h"
 
 #include <algorithm>
+#include <random>
 #include <stdexcept>
-
 
 namespace vigil {
 namespace {
 
 constexpr size_t kHeaderInts = 2;  // kind, ints in the plan that follows (0 without one)
 constexpr int32_t kMaxPlanInts = 1 << 24;  // a header beyond this is corrupt, not a plan
+// An idle follower waits inside a collective the leader has not entered yet: heartbeats at least
+// this often keep that wait short, so the stuck-rank rules (rankStuckWaitSeconds, seconds to a
+// minute) never take an idle group for one with a laggard.
+constexpr std::chrono::milliseconds kMaxHeartbeatInterval{1000};
+
+uint64_t draw_group_id() {
+  std::random_device random;
+  uint64_t id = 0;
+  while (id == 0) id = (static_cast<uint64_t>(random()) << 32) | random();
+  return id;
+}
 
 }  // namespace
 
 TensorParallel::TensorParallel(Communicator& comm, std::chrono::milliseconds timeout)
     : comm_(comm), timeout_(timeout), last_sent_(std::chrono::steady_clock::now()) {
   if (timeout.count() <= 0) throw std::invalid_argument("tensor parallel: the collective timeout must be positive");
+  // The group's first message: its id, drawn by the leader, the same on every rank.
+  uint64_t id = leader() ? draw_group_id() : 0;
+  guarded([&] { comm_.broadcast(&id, sizeof id, 0, timeout_); });
+  comm_.set_group_id(id);
 }
 
 TensorParallel::~TensorParallel() { stop_heartbeat(); }
@@ -94,7 +109,7 @@ void TensorParallel::all_gather(const float* mine, size_t count, float* all) {
 void TensorParallel::start_heartbeat() {
   if (!leader() || heartbeat_.joinable()) return;
   heartbeat_ = std::thread([this] {
-    const auto interval = std::max(timeout_ / 4, std::chrono::milliseconds(1));
+    const auto interval = std::clamp(timeout_ / 4, std::chrono::milliseconds(1), kMaxHeartbeatInterval);
     std::unique_lock hb(heartbeat_mu_);
     while (!heartbeat_cv_.wait_for(hb, interval, [&] { return heartbeat_stop_; })) {
       std::unique_lock lock(mu_, std::try_to_lock);

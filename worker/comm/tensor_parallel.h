@@ -5,8 +5,9 @@
 // Rank 0 (the leader) plans every batch; before each forward pass it broadcasts the plan, an
 // opaque array of ints here (the CPU backend encodes batches: backend/batch_plan.h; wire format in
 // docs/tensor-parallel.md), and the followers run the same forward pass on it. While
-// idle the leader sends a heartbeat every timeout/4, so a follower waiting for work can apply the
-// same timeout and never hangs silently when the leader or the link is gone.
+// idle the leader sends a heartbeat every timeout/4 (at most 1 s), so a follower waiting for work
+// can apply the same timeout and never hangs silently when the leader or the link is gone. The
+// group's first message is its id (Communicator::group_id), drawn by the leader.
 #pragma once
 
 #include <chrono>
@@ -28,6 +29,7 @@ class TensorParallel {
  public:
   enum class Message : int32_t { kHeartbeat = 0, kBatch = 1, kShutdown = 2 };
 
+  // Agrees on the group's id: a collective, so every rank constructs one at the same point.
   TensorParallel(Communicator& comm, std::chrono::milliseconds timeout);
   ~TensorParallel();  // stops the heartbeat
   TensorParallel(const TensorParallel&) = delete;
@@ -53,7 +55,7 @@ class TensorParallel {
   // Every rank's `count` floats into `all`, in rank order ([world, count]), inside a forward pass.
   void all_gather(const float* mine, size_t count, float* all);
 
-  // Leader: a heartbeat every timeout/4 while no forward pass runs.
+  // Leader: a heartbeat every timeout/4 (at most 1 s) while no forward pass runs.
   void start_heartbeat();
   // Leader: stops the heartbeat and tells the followers to exit.
   void send_shutdown();

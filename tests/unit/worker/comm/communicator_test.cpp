@@ -95,6 +95,36 @@ TEST(TensorParallel, FollowerReceivesTheLeadersPlan) {
   });
 }
 
+// The probes' group id and sequence number (docs/probes.md): the same on every rank, so that the
+// agent can line the ranks up; a new group draws a new id.
+TEST(TensorParallel, RanksShareTheGroupIdAndNumberCollectivesAlike) {
+  uint64_t ids[2][2] = {}, sequences[2] = {};
+  for (int group = 0; group < 2; ++group)
+    run_ranks(2, [&](GlooCommunicator& comm) {
+      EXPECT_EQ(comm.group_id(), 0u);
+      TensorParallel tp(comm, 5s);
+      ids[group][comm.rank()] = comm.group_id();
+      if (group == 0) {
+        std::vector<int32_t> plan = {1, 2, 3};
+        if (tp.leader()) {
+          { auto lock = tp.begin_forward(plan); }
+        } else {
+          tp.receive(plan);
+        }
+        float mine = 1, all[2];
+        tp.all_gather(&mine, 1, all);
+        sequences[comm.rank()] = comm.sequence();
+      }
+    });
+  EXPECT_NE(ids[0][0], 0u);
+  EXPECT_EQ(ids[0][0], ids[0][1]);
+  EXPECT_EQ(ids[1][0], ids[1][1]);
+  EXPECT_NE(ids[0][0], ids[1][0]);
+  // The id's broadcast, the header, the plan, the all_gather.
+  EXPECT_EQ(sequences[0], 4u);
+  EXPECT_EQ(sequences[1], 4u);
+}
+
 TEST(TensorParallel, MismatchedSettingsAreNamed) {
   run_ranks(2, [](GlooCommunicator& comm) {
     TensorParallel tp(comm, 5s);

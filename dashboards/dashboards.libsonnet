@@ -129,11 +129,11 @@ local proc = '{{node}} {{comm}}/{{pid}}';
          [t('sum by (node, comm, direction) (rate(tcp_resets_total{%s}[$__rate_interval]))' % A, '{{node}} {{comm}} {{direction}}')], 'ops'),
       // Across the cluster, not the selected node: the rank the others wait for is usually on
       // another node, and its row links to that node's dashboard. Empty while no rank is stuck.
-      g.table('Stuck collectives', 'Ranks of NCCL communicators behind while the other ranks wait for them (vigil:nccl_comm_laggard:collectives_behind, what VigilCollectiveRankStuck pages on): state running (the process lives but enters no collective) or gone (its series ended), value the collectives it is behind. Empty while no rank is stuck. Click a row for the laggard node\'s NCCL/TCP dashboard.',
+      g.table('Stuck collectives', 'Ranks of communicators (NCCL\'s, and the worker\'s tensor-parallel groups) behind while the other ranks wait for them (vigil:nccl_comm_laggard:collectives_behind, what VigilCollectiveRankStuck pages on): state running (the process lives but enters no collective) or gone (its series ended), value the collectives it is behind. Empty while no rank is stuck. Click a row for the laggard node\'s NCCL/TCP dashboard.',
               [t('vigil:nccl_comm_laggard:collectives_behind{cluster=~"$cluster"}')], 'short', g.thresholds('red'),
               [g.dashboardLink('NCCL/TCP of ${__data.fields.node}', 'vigil-nccl-tcp', 'var-cluster=${__data.fields.cluster}&var-node=${__data.fields.node}')]),
-      ts('Time since the last collective, by rank', 'Per process and NCCL communicator (id: a hash of the ncclUniqueId all its ranks share): how long since the rank entered a collective. A stuck rank\'s peers climb together; the laggard is the one behind in collectives.',
-         [t('nccl_comm_last_collective_age_seconds{%s}' % A, proc + ' rank {{rank}}/{{nranks}} comm {{communicator}}')], 's'),
+      ts('Time since the last collective, by rank', 'Per process and communicator (NCCL\'s: a hash of the ncclUniqueId all its ranks share; a worker\'s tensor-parallel group: the id its leader drew): how long since the rank entered a collective. A stuck rank\'s peers climb together; the laggard is the one behind in collectives.',
+         [t('{__name__=~"nccl_comm_last_collective_age_seconds|tp_comm_last_collective_age_seconds", %s}' % A, proc + ' rank {{rank}}/{{nranks}} comm {{communicator}}')], 's'),
     ]),
 
     'vigil-worker.json': g.dashboard('vigil-worker', 'Vigil / Worker serving',

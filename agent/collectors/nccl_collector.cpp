@@ -42,7 +42,7 @@ std::vector<prometheus::MetricFamily> NcclCollector::Collect() const {
                                    std::to_string(NCCL_COMMS_PER_PROCESS) + " already.",
                                MetricType::Counter);
 
-  const NcclSnapshot snapshot = maps_.read();
+  const NcclSnapshot snapshot = maps_.read(kNcclAll);
   std::map<uint32_t, LabelList> labels;
   for (const auto& [pid, p] : snapshot.procs) {
     labels[pid] = process_labels(processes_, pid, bpf_string(p.comm));

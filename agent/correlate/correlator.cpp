@@ -138,7 +138,7 @@ void Correlator::on_collective_failure(const collective_failure& f) {
 
 void Correlator::poll_nccl() {
   if (!nccl_) return;
-  const NcclSnapshot nccl = nccl_->read();
+  const NcclSnapshot nccl = nccl_->read(kNcclProcs | kNcclAsync);
   std::map<uint32_t, uint64_t> async;
   for (const auto& [k, n] : nccl.async) async[k.tgid] += n;
   const uint64_t now = monotonic_ns();
@@ -201,7 +201,7 @@ std::vector<prometheus::MetricFamily> Correlator::Collect() const {
   // Processes with collectives: the worker's (their own timeout) and NCCL's (the configured one).
   std::map<uint32_t, std::pair<double, std::string>> timeouts;
   if (nccl_)
-    for (const auto& [pid, p] : nccl_->read().procs)
+    for (const auto& [pid, p] : nccl_->read(kNcclProcs).procs)
       timeouts[pid] = {std::chrono::duration<double>(nccl_timeout_).count(), bpf_string(p.comm)};
   if (collective_)
     for (const auto& [pid, p] : collective_->read().procs)

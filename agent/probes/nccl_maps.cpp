@@ -27,12 +27,14 @@ void delete_of(int fd, const std::set<uint32_t>& pids) {
 
 }  // namespace
 
-NcclSnapshot NcclMaps::read() const {
+NcclSnapshot NcclMaps::read(unsigned maps) const {
   NcclSnapshot s;
-  for (const auto& [pid, p] : entries<__u32, nccl_proc>(procs_fd_)) s.procs[pid] = p;
-  s.comms = entries<nccl_comm_key, nccl_comm_val>(comms_fd_);
-  s.calls = entries<nccl_call_key, nccl_call_val>(calls_fd_);
-  for (const auto& [k, n] : entries<nccl_async_key, __u64>(async_fd_)) s.async.emplace_back(k, n);
+  if (maps & kNcclProcs)
+    for (const auto& [pid, p] : entries<__u32, nccl_proc>(procs_fd_)) s.procs[pid] = p;
+  if (maps & kNcclComms) s.comms = entries<nccl_comm_key, nccl_comm_val>(comms_fd_);
+  if (maps & kNcclCalls) s.calls = entries<nccl_call_key, nccl_call_val>(calls_fd_);
+  if (maps & kNcclAsync)
+    for (const auto& [k, n] : entries<nccl_async_key, __u64>(async_fd_)) s.async.emplace_back(k, n);
   return s;
 }
 

@@ -23,18 +23,23 @@ struct NcclSnapshot {
   std::vector<std::pair<nccl_async_key, uint64_t>> async;      // (pid, error) -> reports
 };
 
+// Which of the maps a read walks: the correlator polls every 50 ms and needs two of the four,
+// while `calls` alone holds up to 16,384 entries.
+enum NcclMapSet : unsigned { kNcclProcs = 1, kNcclComms = 2, kNcclCalls = 4, kNcclAsync = 8, kNcclAll = 15 };
+
 // What the NCCL collector and the correlator read: the maps, or a snapshot a unit test made.
 class NcclReader {
  public:
   virtual ~NcclReader() = default;
-  virtual NcclSnapshot read() const = 0;
+  // The snapshot with the maps in MAPS filled, the others empty.
+  virtual NcclSnapshot read(unsigned maps) const = 0;
 };
 
 class NcclMaps : public NcclReader {
  public:
   NcclMaps(int procs_fd, int comms_fd, int calls_fd, int async_fd)
       : procs_fd_(procs_fd), comms_fd_(comms_fd), calls_fd_(calls_fd), async_fd_(async_fd) {}
-  NcclSnapshot read() const override;
+  NcclSnapshot read(unsigned maps) const override;
   // Deletes the PIDS' entries from procs, comms, calls and async_errors.
   void forget(const std::set<uint32_t>& pids) const;
 

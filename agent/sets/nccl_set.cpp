@@ -30,7 +30,7 @@ void NcclSet::on_full_scan(const std::vector<LibraryHit>& mapped) {
 // Processes gone past their grace: their kernel state goes (the collector keeps nothing of them).
 void NcclSet::expire() {
   std::set<uint32_t> dead;
-  for (const auto& [pid, p] : maps_.read().procs)
+  for (const auto& [pid, p] : maps_.read(kNcclProcs).procs)
     if (processes_.expired(pid)) dead.insert(pid);
   maps_.forget(dead);
 }

@@ -14,17 +14,14 @@
 
 #include "collectors/nccl_comm_id.h"
 #include "rendered_families.h"
+#include "../probes/fake_nccl_reader.h"
 
 namespace vigil::agent {
 namespace {
 
 using namespace std::chrono_literals;
 
-class FakeNccl : public NcclReader {
- public:
-  NcclSnapshot read() const override { return snapshot; }
-  NcclSnapshot snapshot;
-};
+using test::FakeNccl;
 
 nccl_proc proc(const char* comm, int64_t communicators) {
   nccl_proc p{};

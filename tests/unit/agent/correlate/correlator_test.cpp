@@ -17,6 +17,7 @@
 #include "collective_events.h"
 #include "tcp_events.h"
 #include "../collectors/rendered_families.h"
+#include "../probes/fake_nccl_reader.h"
 
 namespace vigil::agent {
 namespace {
@@ -149,11 +150,7 @@ class FakeConnections : public TcpConnectionReader {
   TcpConnectionEnds ends;
 };
 
-class FakeNccl : public NcclReader {
- public:
-  NcclSnapshot read() const override { return snapshot; }
-  NcclSnapshot snapshot;
-};
+using test::FakeNccl;
 
 class FakeCollective : public CollectiveReader {
  public:

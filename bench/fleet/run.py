@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """The fleet benchmark (bench/fleet/run.sh): N simulated nodes through the pipeline (pipeline.py),
 faults on chosen nodes (a fragmentation + graph-failure P1 on two, a TCP stall with a correlated
-abort on one, an abort whose stall is on the next node only, an agent that stops answering and one
-that leaves discovery), the pages checked (signals.py), every dashboard panel queried in both
-engines (dashboards.py: vigil-fleet's must all return data), then the measurement table (measure.py).
+abort on one, an abort whose stall is on the next node only, a rank of a cluster-wide communicator
+stuck while the others wait (beside the first GPU fault, as in tests/fleet/fleet_e2e.py), an agent
+that stops answering and one that leaves discovery), the pages checked (signals.py), every
+dashboard panel queried in both engines (dashboards.py: vigil-fleet's must all return data), then
+the measurement table (measure.py).
 usage: run.py [--nodes 1000] [--gpus 8] [--clusters K] [--interval 15] [--table-out FILE] [--dashboards-png DIR]
   --dashboards-png DIR: draw vigil-fleet (from the baseline Prometheus) to DIR/vigil-fleet.png, its
   stats and tables as they were half-way through the faults (docs/dashboards: DIR=docs/dashboards)"""
@@ -14,6 +16,7 @@ from measure import report, snapshot, table
 from pipeline import Pipeline, rule_overrides
 from vigil_harness.wait import wait_for
 from signals import check
+from simulate import clusters_for, identity
 import dashboards
 
 
@@ -38,6 +41,16 @@ def main():
               {'node': n - 2, 'kind': 'gpu', 'start': start, 'end': end},
               {'node': n // 3, 'kind': 'down', 'start': start, 'end': end},
               {'node': 2 * n // 3, 'kind': 'gone', 'start': start, 'end': end}]
+    # A rank stuck in its cluster's communicator, beside the first GPU fault (as in fleet_e2e),
+    # where no agent down or gone shares that cluster: their ranks would page too (as gone,
+    # rightly), and the stuck rank's page is to be the only one. Few clusters (the default's one
+    # or two up to 500 nodes) can put them together: then it is left out, and says so.
+    stuck = n // 7 + 1
+    cluster = lambda j: identity(j, n, args.clusters or clusters_for(n))['cluster']  # noqa: E731
+    if cluster(stuck) in {cluster(f['node']) for f in faults if f['kind'] in ('down', 'gone')}:
+        print("rank_stuck left out: node %d's cluster holds the agent down or gone (--clusters 4 keeps it)" % stuck)
+    else:
+        faults.append({'node': stuck, 'kind': 'rank_stuck', 'start': start, 'end': end})
     overrides = rule_overrides(i)
     with Pipeline(n, args.gpus, i, faults, overrides, args.clusters) as pipe:
         print("pipeline up in %.0f s; faults at %d..%d s: %s" % (

@@ -13,81 +13,19 @@ be counted as correlated, none as uncorrelated, although the rank that only wait
 never retransmits itself (its peer's end of the same connection backs off).
 usage: tp_correlation.py VIGIL_AGENT VIGIL_WORKER MODEL"""
 import os
-import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 from vigil_harness.agent import Agent, declared_total, sh, total
 from vigil_harness.fail import fail, require_root
-from vigil_harness.netns import A_ADDR, B_ADDR, Namespaces, retrans_segs
+from vigil_harness.netns import Namespaces, retrans_segs
+from vigil_harness.tp_group import complete, start_group
 
 TIMEOUT_S = 8
 LOSS_PERCENT = 5
-
-
-class Rank:
-    """One `vigil-worker serve --tp 2` rank inside a namespace; stderr kept."""
-
-    def __init__(self, ns, worker, model, rank, store, addr, config):
-        args = ['ip', 'netns', 'exec', ns, worker, 'serve', '-m', model, '--port', '0', '--config', config,
-                '--tp', '2', '--rank', str(rank), '--tp-store', store, '--tp-host', addr,
-                '--tp-timeout', '%ds' % TIMEOUT_S]
-        self.ns = ns
-        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)  # `ip netns exec` execs: same pid
-        self.pid = self.proc.pid
-        self.log, self.port = [], None
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stderr:
-            self.log.append(line)
-            m = re.search(r'on http://[^ ]+:(\d+) ', line)
-            if m:
-                self.port = int(m.group(1))
-
-    def wait_exit(self, limit):
-        try:
-            return self.proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def kill(self):
-        if self.proc.poll() is None:
-            os.kill(self.pid, signal.SIGCONT)
-            self.proc.kill()
-        self.proc.wait()
-
-
-def start_group(nets, worker, model, tmp, name):
-    store = os.path.join(tmp, name)
-    os.makedirs(store)
-    config = os.path.join(tmp, 'worker.yaml')
-    r1 = Rank(nets.b, worker, model, 1, store, B_ADDR, config)
-    r0 = Rank(nets.a, worker, model, 0, store, A_ADDR, config)
-    end = time.time() + 60
-    while r0.port is None and time.time() < end and r0.proc.poll() is None:
-        time.sleep(0.05)
-    if r0.port is None:
-        fail('rank 0 did not start: ' + ''.join(r0.log) + ''.join(r1.log))
-    return r0, r1
-
-
-def complete(r0, max_tokens, background=False):
-    """A greedy completion through curl inside rank 0's namespace (its HTTP port is local there):
-    curl's Popen when in the BACKGROUND, else its pid and output once it is done."""
-    body = '{"prompt": "Once upon a time", "max_tokens": %d, "temperature": 0, "ignore_eos": true, "stream": true}' \
-        % max_tokens
-    cmd = ['ip', 'netns', 'exec', r0.ns, 'curl', '-sN', '-m', '120', 'http://127.0.0.1:%d/v1/completions' % r0.port,
-           '-H', 'Content-Type: application/json', '-d', body]
-    if background:
-        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    curl = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    return curl.pid, curl.communicate()[0]
 
 
 def link_loss(nets, percent):
@@ -149,7 +87,7 @@ def compare_retransmits(phase, s, kernel, kernel0, ranks):
 
 
 def clean_run(agent, nets, worker, model, tmp):
-    r0, r1 = start_group(nets, worker, model, tmp, 'clean')
+    r0, r1 = start_group(nets, worker, model, tmp, 'clean', TIMEOUT_S)
     try:
         kernel0 = {r.pid: retrans_segs(r.ns) for r in (r0, r1)}
         curl, out = complete(r0, 16)
@@ -208,7 +146,7 @@ def select_one(samples, name, pid):
 
 
 def faulty_run(agent, nets, worker, model, tmp):
-    r0, r1 = start_group(nets, worker, model, tmp, 'faulty')
+    r0, r1 = start_group(nets, worker, model, tmp, 'faulty', TIMEOUT_S)
     client = None
     try:
         kernel0 = {r.pid: retrans_segs(r.ns) for r in (r0, r1)}

@@ -29,6 +29,8 @@ import time
 from vigil_harness.agent import Agent, mapped_path, select, wait_attached
 from vigil_harness.dashboard_queries import substitute
 from vigil_harness.fail import fail, require_root
+from vigil_harness.rank_stuck_pages import (NODE, RULE_OVERRIDES, WAIT_S, agent_scrape, check_quiet, check_waiting,
+                                            page_budget, wait_page, wait_resolved)
 from vigil_harness.stack import Stack
 from vigil_harness.wait import wait_for
 
@@ -36,13 +38,6 @@ NRANKS = 4
 COMMS_PER_PROCESS = 64  # NCCL_COMMS_PER_PROCESS, bpf/nccl_events.h
 HOSTILE_COMMS = 100
 STOPPED, KILLED = 2, 1
-WAIT_S, FOR_S = 5, 5
-# Shortened for the test; the expressions are the shipped ones.
-RULE_OVERRIDES = {'rankStuckWaitSeconds': WAIT_S, 'rankStuckFor': '%ds' % FOR_S, 'rankGoneWindow': '2m'}
-ALERT = 'VigilCollectiveRankStuck'
-PAGE = '/page'
-# Prometheus scrapes and evaluates every second (stack.py); Alertmanager's group_wait is 1 s.
-SCRAPE_S, GROUP_WAIT_S = 1, 1
 NCCL_DASHBOARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..',
                               'dashboards', 'generated', 'vigil-nccl-tcp.json')
 
@@ -101,10 +96,6 @@ def check_cap(agent, binary, ranks, unique_id):
         hostile.p.wait()
 
 
-def page_alerts(stack, status, since):
-    return [a for t, a in stack.receiver.alerts(PAGE, ALERT, status) if t >= since]
-
-
 def check_ids(agent, ranks, unique_id):
     want = fnv1a64(unique_id)
     s = agent.scrape()
@@ -122,20 +113,6 @@ def check_ids(agent, ranks, unique_id):
                  % (r.rank, labels['rank'], labels['nranks'], value, r.rank, NRANKS))
 
 
-def wait_page(stack, since, rank, state, budget):
-    """The first page for ALERT after SINCE; it must name RANK in STATE, and no other alert."""
-    got = wait_for('%s paging for rank %d (%s)' % (ALERT, rank.rank, state),
-                   lambda: page_alerts(stack, 'firing', since), budget + 30)
-    took = time.time() - since
-    names = sorted({(a['labels'].get('rank'), a['labels'].get('state'), a['labels'].get('pid')) for a in got})
-    print("paged after %.1f s (budget %.1f s): %s" % (took, budget, names))
-    if names != [(str(rank.rank), state, str(rank.pid))]:
-        fail("the page names %s, expected rank %d (pid %d) %s only" % (names, rank.rank, rank.pid, state))
-    if took > budget:
-        fail("paged after %.1f s, more than %.1f s" % (took, budget))
-    return got[0]
-
-
 def check_stuck_panels(stack, rank):
     """The node dashboard's stuck-collective panels while RANK is stuck: the table names it alone
     and links to its node's dashboard; the age panel has every rank."""
@@ -144,8 +121,8 @@ def check_stuck_panels(stack, rank):
     rows = stack.query(substitute(table['targets'][0]['expr']))
     named = sorted((r['metric'].get('rank'), r['metric'].get('node'), r['metric'].get('state')) for r in rows)
     print("dashboard 'Stuck collectives': %s" % named)
-    if named != [(str(rank.rank), 'e2e-node', 'running')]:
-        fail("'Stuck collectives' shows %s, expected rank %d on e2e-node, running" % (named, rank.rank))
+    if named != [(str(rank.rank), NODE, 'running')]:
+        fail("'Stuck collectives' shows %s, expected rank %d on %s, running" % (named, rank.rank, NODE))
     links = [link['url'] for link in table['fieldConfig']['defaults']['links']]
     if not any('/d/vigil-nccl-tcp/' in u and 'var-node=${__data.fields.node}' in u for u in links):
         fail("'Stuck collectives' has no link to the laggard node's dashboard: %s" % links)
@@ -175,40 +152,29 @@ def main():
             check_ids(agent, ranks, unique_id)
             check_cap(agent, ranks_bin, ranks, unique_id)
 
-            scrape = [{'job_name': 'vigil-agent',
-                       'static_configs': [{'targets': ['127.0.0.1:%d' % agent.port],
-                                           'labels': {'cluster': 'e2e', 'node': 'e2e-node'}}]}]
-            with Stack(scrape, RULE_OVERRIDES) as stack:
+            with Stack(agent_scrape(agent), RULE_OVERRIDES) as stack:
                 wait_for('agent target up', lambda: stack.targets_up(['vigil-agent']), 30)
                 for r in ranks:
                     r.send('loop')
                 time.sleep(WAIT_S + 2)  # running longer than the threshold: nobody is named
-                if stack.query('ALERTS{alertname="%s"}' % ALERT):
-                    fail("%s while every rank runs: %s" % (ALERT, stack.query('ALERTS{alertname="%s"}' % ALERT)))
+                check_quiet(stack, 'while every rank runs')
 
                 stopped = ranks[STOPPED]
                 since = time.time()
                 os.kill(stopped.pid, signal.SIGSTOP)
-                budget = WAIT_S + FOR_S + 2 * SCRAPE_S + 2 * SCRAPE_S + GROUP_WAIT_S + 2
-                alert = wait_page(stack, since, stopped, 'running', budget)
+                alert = wait_page(stack, since, stopped, 'running', page_budget(2))
                 check_stuck_panels(stack, stopped)
-                desc = alert['annotations']['description']
-                print("description: " + desc)
-                for r in ranks:
-                    named = 'rank %d on e2e-node' % r.rank in desc
-                    if named != (r is not stopped):
-                        fail("description %s rank %d as waiting: %s" % ('lists' if named else 'does not list', r.rank, desc))
+                check_waiting(alert, ranks, stopped)
 
                 since = time.time()
                 os.kill(stopped.pid, signal.SIGCONT)
-                wait_for('%s resolved after SIGCONT' % ALERT, lambda: page_alerts(stack, 'resolved', since), 30)
-                print("resolved %.1f s after SIGCONT" % (time.time() - since))
+                wait_resolved(stack, since)
 
                 killed = ranks[KILLED]
                 since = time.time()
                 killed.p.kill()
                 killed.p.wait()
-                wait_page(stack, since, killed, 'gone', WAIT_S + FOR_S + 2 * SCRAPE_S + 2 * SCRAPE_S + GROUP_WAIT_S + 4)
+                wait_page(stack, since, killed, 'gone', page_budget(4))
     finally:
         for r in ranks:
             if r.p.poll() is None:

@@ -95,16 +95,20 @@ local failuresIn = import 'failures.libsonnet';
         local progress = '{__name__=~"nccl_comm_collectives_total|tp_comm_collectives_total", %s}' % sel,
         local age = '{__name__=~"nccl_comm_last_collective_age_seconds|tp_comm_last_collective_age_seconds", %s}' % sel,
         local head = 'max by (cluster, communicator) (%s)' % progress,
+        local unread = 'tp_comm_unread_bytes{%s}' % sel,
+        local tpProgress = 'tp_comm_collectives_total{%s}' % sel,
         rules: [
           {
             // Ranks at the communicator's furthest progress that have entered no collective for
             // rankStuckWaitSeconds: waiting (or the whole communicator idle), value the wait.
+            // A rank holding unread bytes is not waiting for anyone: what it waits for is there.
             record: 'vigil:nccl_comm_rank_waiting:age_seconds',
             expr: |||
               %(age)s > %(t)s
               and on (cluster, instance, pid, communicator, rank)
               (%(progress)s == on (cluster, communicator) group_left %(head)s)
-            ||| % { age: age, t: c.rankStuckWaitSeconds, progress: progress, head: head },
+              unless on (cluster, instance, pid, communicator, rank) %(unread)s > 0
+            ||| % { age: age, t: c.rankStuckWaitSeconds, progress: progress, head: head, unread: unread },
           },
           {
             // A running rank behind the furthest while others wait: value the collectives it
@@ -115,6 +119,20 @@ local failuresIn = import 'failures.libsonnet';
               (%(head)s - on (cluster, communicator) group_right %(progress)s) > 0
               and on (cluster, communicator) vigil:nccl_comm_rank_waiting:age_seconds
             ||| % { head: head, progress: progress },
+          },
+          {
+            // A rank level with the others, idle as long, that has not read what they sent it
+            // while they wait: stopped or starved inside the collective they all entered (Gloo
+            // moves a rank's share only while that rank runs). Value 1: it owes its share of
+            // that one collective. Only the worker's groups export unread bytes.
+            record: 'vigil:nccl_comm_laggard:collectives_behind',
+            labels: { state: 'not_reading' },
+            expr: |||
+              ((%(head)s - on (cluster, communicator) group_right %(progress)s) == 0) + 1
+              and on (cluster, instance, pid, communicator, rank) tp_comm_last_collective_age_seconds{%(sel)s} > %(t)s
+              and on (cluster, instance, pid, communicator, rank) %(unread)s > 0
+              and on (cluster, communicator) vigil:nccl_comm_rank_waiting:age_seconds
+            ||| % { head: 'max by (cluster, communicator) (%s)' % tpProgress, progress: tpProgress, sel: sel, t: c.rankStuckWaitSeconds, unread: unread },
           },
           {
             // A rank seen behind in rankGoneWindow with no series now (its process exited, its

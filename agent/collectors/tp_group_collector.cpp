@@ -1,7 +1,10 @@
 // Tensor-parallel group collector: renders a snapshot of collective.bpf.c's per-process map taken
 // at scrape time. The worker numbers its collectives in the group, every rank alike, so the
 // count is the group's sequence and not what this agent happened to see: ranks watched by agents
-// started at different times (or restarted) still compare.
+// started at different times (or restarted) still compare. Gloo's transfers need both ends to
+// run (a rank that entered a collective first may be stopped before it sends its share), so a
+// stuck rank can be level with the ranks that wait for it; what tells it apart then is the data
+// they sent it, unread in its sockets.
 #include "collectors/tp_group_collector.h"
 
 #include <cinttypes>
@@ -9,6 +12,7 @@
 
 #include "collectors/metric_builder.h"
 #include "collectors/process_labels.h"
+#include "discovery/unread_bytes.h"
 #include "probes/bpf_util.h"
 #include "probes/tcp_maps.h"  // monotonic_ns
 
@@ -24,6 +28,10 @@ std::vector<prometheus::MetricFamily> TpGroupCollector::Collect() const {
   auto age = make_family("tp_comm_last_collective_age_seconds",
                          "Seconds since this rank last entered a collective of its tensor-parallel group.",
                          MetricType::Gauge);
+  auto unread = make_family("tp_comm_unread_bytes",
+                            "Bytes on this rank's TCP connections that arrived and it has not read (their receive "
+                            "queues): a rank stopped inside a collective holds its peers' data while they wait.",
+                            MetricType::Gauge);
   const uint64_t now = monotonic_ns();
   for (const auto& [pid, p] : maps_.read().procs) {
     if (!p.group_id) continue;  // a worker whose group has not agreed on its id (or an older worker)
@@ -36,8 +44,9 @@ std::vector<prometheus::MetricFamily> TpGroupCollector::Collect() const {
     add_sample(entered, l, static_cast<double>(p.group_seq + 1));
     if (p.last_begin_ns && p.last_begin_ns <= now)
       add_sample(age, l, static_cast<double>(now - p.last_begin_ns) / 1e9);
+    if (const auto bytes = unread_tcp_bytes(processes_.proc_root(), pid)) add_sample(unread, l, static_cast<double>(*bytes));
   }
-  return {entered, age};
+  return {entered, age, unread};
 }
 
 }  // namespace vigil::agent

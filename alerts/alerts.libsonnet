@@ -131,7 +131,7 @@ local failuresIn = import '../rules/failures.libsonnet';
             'VigilCollectiveRankStuck', 'critical', 'P1', 'agent',
             'vigil:nccl_comm_laggard:collectives_behind',
             c.rankStuckFor,
-            'One rank of a communicator (NCCL, or a worker\'s tensor-parallel group) is behind while the others wait for it.',
+            'One rank of a communicator (NCCL, or a worker\'s tensor-parallel group) holds up the others: they wait for it.',
             'Rank {{ $labels.rank }} of {{ $labels.nranks }} in communicator {{ $labels.communicator }} {{ if eq $labels.state "not_reading" }}is level with the others but owes its share of the collective they are in{{ else }}is {{ $value }} collectives behind{{ end }}: %(proc)s{{ if eq $labels.state "gone" }} is gone (its process exited, or its node or agent is down){{ else if eq $labels.state "not_reading" }} is inside the collective the others wait in and does not read what they sent it (stopped, frozen or starved){{ else }} has stopped entering collectives{{ end }}. Waiting for it, with no collective for over %(t)ss: {{ range query (printf "vigil:nccl_comm_rank_waiting:age_seconds{cluster=%%q, communicator=%%q}" $labels.cluster $labels.communicator) | sortByLabel "rank" }}rank {{ .Labels.rank }} on {{ .Labels.node }}{{ if .Labels.pod }} (pod {{ .Labels.namespace }}/{{ .Labels.pod }}){{ end }}; {{ end }}' % { proc: proc, t: c.rankStuckWaitSeconds },
           ),
         ],

@@ -23,6 +23,13 @@ struct {
 } procs SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct collective_group);
+} groups SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 64 * 1024);
 } failures SEC(".maps");
@@ -46,6 +53,7 @@ int BPF_USDT(collective_begin, __u32 op, __u64 bytes, __u64 timeout_ms, __u64 gr
 {
 	__u32 tgid;
 	struct collective_proc *p = proc_of(&tgid);
+	struct collective_group g;
 	__u64 now = bpf_ktime_get_ns();
 
 	if (!p)
@@ -53,11 +61,14 @@ int BPF_USDT(collective_begin, __u32 op, __u64 bytes, __u64 timeout_ms, __u64 gr
 	p->timeout_ms = timeout_ms;
 	p->inflight_op = op;
 	p->inflight_since_ns = now;
-	p->last_begin_ns = now;
-	p->group_id = group_id;
-	p->group_seq = seq;
-	p->rank = rank;
-	p->nranks = nranks;
+	if (!group_id) /* the broadcast that agrees on the id, or a worker without these arguments */
+		return 0;
+	g.group_id = group_id;
+	g.seq = seq;
+	g.last_begin_ns = now;
+	g.rank = rank;
+	g.nranks = nranks;
+	insert_counted(&groups, &tgid, &g, BPF_ANY);
 	return 0;
 }
 

@@ -1,9 +1,7 @@
 /* Types shared by collective.bpf.c and the agent's correlator: the worker's collective probes. */
 #pragma once
 
-/* Per process: its collectives and the one in flight (the worker runs one at a time), and its
- * place in its tensor-parallel group as the latest collective_begin gave it (a worker is in one
- * group at a time). */
+/* Per process: its collectives and the one in flight (the worker runs one at a time). */
 struct collective_proc {
 	__u64 calls;
 	__u64 failures;
@@ -13,9 +11,15 @@ struct collective_proc {
 	__u32 inflight_op;
 	__u32 pad;
 	char comm[16];
-	__u64 group_id;       /* the group's id, the same on every rank; 0: none agreed yet */
-	__u64 group_seq;      /* the latest collective_begin's sequence number in the group */
-	__u64 last_begin_ns;  /* bpf_ktime_get_ns of the latest collective_begin (kept after its end) */
+};
+
+/* Per process in a tensor-parallel group: its place there as the latest collective_begin gave it
+ * (a worker is in one group at a time). Its own map, not fields of collective_proc: the pinned
+ * `procs` of an older agent keeps its layout, so an upgrade reuses it. */
+struct collective_group {
+	__u64 group_id;       /* the group's id, the same on every rank (never 0 here) */
+	__u64 seq;            /* the latest collective_begin's sequence number in the group */
+	__u64 last_begin_ns;  /* bpf_ktime_get_ns of the latest collective_begin */
 	__u32 rank;
 	__u32 nranks;
 };

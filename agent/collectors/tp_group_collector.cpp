@@ -20,6 +20,10 @@ namespace vigil::agent {
 
 using prometheus::MetricType;
 
+namespace {
+constexpr uint32_t kMaxRanks = 65536;
+}  // namespace
+
 std::vector<prometheus::MetricFamily> TpGroupCollector::Collect() const {
   auto entered = make_family("tp_comm_collectives_total",
                              "Collectives entered by this rank of a worker's tensor-parallel group (the group's "
@@ -33,18 +37,23 @@ std::vector<prometheus::MetricFamily> TpGroupCollector::Collect() const {
                             "queues): a rank stopped inside a collective holds its peers' data while they wait.",
                             MetricType::Gauge);
   const uint64_t now = monotonic_ns();
-  for (const auto& [pid, p] : maps_.read().procs) {
-    if (!p.group_id) continue;  // a worker whose group has not agreed on its id (or an older worker)
-    LabelList l = process_labels(processes_, pid, bpf_string(p.comm));
-    char id[17];
-    std::snprintf(id, sizeof id, "%016" PRIx64, static_cast<uint64_t>(p.group_id));
+  const CollectiveSnapshot snapshot = maps_.read();
+  for (const auto& [pid, g] : snapshot.groups) {
+    if (g.rank >= g.nranks || g.nranks > kMaxRanks) continue;  // not a worker's group: the workload's numbers
+    const auto proc = snapshot.procs.find(pid);
+    LabelList l = process_labels(processes_, pid, proc == snapshot.procs.end() ? "" : bpf_string(proc->second.comm));
+    // "tp-" keeps the worker's ids apart from NCCL's (16 hex digits), which the same rules read:
+    // no series of one kind can share a communicator label with one of the other.
+    char id[20];
+    std::snprintf(id, sizeof id, "tp-%016" PRIx64, static_cast<uint64_t>(g.group_id));
     l.emplace_back("communicator", id);
-    l.emplace_back("rank", std::to_string(p.rank));
-    l.emplace_back("nranks", std::to_string(p.nranks));
-    add_sample(entered, l, static_cast<double>(p.group_seq + 1));
-    if (p.last_begin_ns && p.last_begin_ns <= now)
-      add_sample(age, l, static_cast<double>(now - p.last_begin_ns) / 1e9);
-    if (const auto bytes = unread_tcp_bytes(processes_.proc_root(), pid)) add_sample(unread, l, static_cast<double>(*bytes));
+    l.emplace_back("rank", std::to_string(g.rank));
+    l.emplace_back("nranks", std::to_string(g.nranks));
+    add_sample(entered, l, static_cast<double>(g.seq + 1));
+    if (g.last_begin_ns && g.last_begin_ns <= now)
+      add_sample(age, l, static_cast<double>(now - g.last_begin_ns) / 1e9);
+    if (const auto bytes = unread_tcp_bytes(processes_.proc_root(), pid))
+      add_sample(unread, l, static_cast<double>(*bytes));
   }
   return {entered, age, unread};
 }

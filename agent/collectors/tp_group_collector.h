@@ -1,5 +1,6 @@
 // Exports the worker's tensor-parallel groups, per process: the group's id, this process's rank
-// and nranks, collectives entered, the latest one's age and the bytes its connections hold unread. The mixin compares the ranks of one
+// and nranks, collectives entered, the latest one's age and the bytes its connections hold
+// unread. The mixin compares the ranks of one
 // group across nodes as it does NCCL communicators' (docs/correlation.md).
 #pragma once
 

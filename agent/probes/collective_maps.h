@@ -1,6 +1,6 @@
-// The owner of collective.bpf.c's per-process map on the user side: reads it into a snapshot for
-// the correlator (each worker's collective timeout) and forgets exited processes. No other code
-// walks or writes it.
+// The owner of collective.bpf.c's per-process maps on the user side: reads them into a snapshot
+// for the correlator (each worker's collective timeout) and the group collector, and forgets
+// exited processes. No other code walks or writes them.
 #pragma once
 
 #include <linux/types.h>
@@ -14,7 +14,8 @@
 namespace vigil::agent {
 
 struct CollectiveSnapshot {
-  std::map<uint32_t, collective_proc> procs;  // by pid
+  std::map<uint32_t, collective_proc> procs;    // by pid
+  std::map<uint32_t, collective_group> groups;  // by pid: the workers in a tensor-parallel group
 };
 
 // What the correlator reads: the map, or a snapshot a unit test made.
@@ -26,12 +27,12 @@ class CollectiveReader {
 
 class CollectiveMaps : public CollectiveReader {
  public:
-  explicit CollectiveMaps(int procs_fd) : procs_fd_(procs_fd) {}
+  CollectiveMaps(int procs_fd, int groups_fd) : procs_fd_(procs_fd), groups_fd_(groups_fd) {}
   CollectiveSnapshot read() const override;
   void forget(const std::set<uint32_t>& pids) const;
 
  private:
-  int procs_fd_;
+  int procs_fd_, groups_fd_;
 };
 
 }  // namespace vigil::agent

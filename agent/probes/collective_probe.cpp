@@ -19,10 +19,10 @@ namespace vigil::agent {
 
 namespace {
 
-// Collective progress per process (counters, the open collective), the set's own counters, and the
+// Collective progress per process (counters, the open collective, its group), the set's own counters, and the
 // failure ring: what no agent had read at a restart, the next one reads. USDT links cannot be
 // pinned (libbpf's have no fd): collectives begun or ended while no agent runs are not seen.
-constexpr const char* kPinnedMaps[] = {"procs", "probe_stats", "failures"};
+constexpr const char* kPinnedMaps[] = {"procs", "groups", "probe_stats", "failures"};
 
 }  // namespace
 
@@ -34,8 +34,8 @@ CollectiveProbe::CollectiveProbe(const std::string& btf_path, AgentStats& stats,
       skel_("collective", {collective_bpf__open_opts, collective_bpf__load, collective_bpf__destroy}),
       files_("collective", stats) {
   skel_.load(btf_path, pin_dir, {std::begin(kPinnedMaps), std::end(kPinnedMaps)});
-  stats_sources_ = std::make_unique<SetStatsSources>(stats_, "collective", skel_->maps.probe_stats, skel_->obj,
-                                                     std::vector<const bpf_map*>{skel_->maps.procs});
+  const std::vector<const bpf_map*> tables{skel_->maps.procs, skel_->maps.groups};
+  stats_sources_ = std::make_unique<SetStatsSources>(stats_, "collective", skel_->maps.probe_stats, skel_->obj, tables);
 }
 
 CollectiveProbe::~CollectiveProbe() = default;
@@ -105,5 +105,6 @@ void CollectiveProbe::add_rings(RingReader& reader) {
 }
 
 int CollectiveProbe::procs_fd() const { return bpf_map__fd(skel_->maps.procs); }
+int CollectiveProbe::groups_fd() const { return bpf_map__fd(skel_->maps.groups); }
 
 }  // namespace vigil::agent

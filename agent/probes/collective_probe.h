@@ -46,6 +46,7 @@ class CollectiveProbe {
   void add_rings(RingReader& reader);
 
   int procs_fd() const;
+  int groups_fd() const;
 
  private:
   static int on_event(void* ctx, void* data, size_t size);

@@ -15,7 +15,7 @@ CollectiveSet::CollectiveSet(SetContext& ctx)
                if (sink_) sink_(f);
              },
              set_pin_dir(ctx.cfg.bpf_pin_root, "collective")),
-      maps_(probe_.procs_fd()) {
+      maps_(probe_.procs_fd(), probe_.groups_fd()) {
   collector_ = std::make_shared<TpGroupCollector>(maps_, ctx.processes);
   for (const auto& path : ctx.cfg.libraries.usdt) probe_.attach(path);
   probe_.add_rings(ctx.rings);  // last: a constructor that throws leaves no callback behind

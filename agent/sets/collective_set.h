@@ -1,5 +1,5 @@
 // The collective set: collective.bpf.c on the worker's vigil:collective_begin/collective_end USDT
-// probes. Its map (each worker's collective timeout) is read by the correlation set's correlator,
+// probes. Its maps (each worker's collective timeout) are read by the correlation set's correlator,
 // and each failed collective goes to it as it happens; its collector exports each worker's place
 // in its tensor-parallel group.
 #pragma once
@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "collectors/tp_group_collector.h"
-
 #include "probes/collective_maps.h"
 #include "probes/collective_probe.h"
 #include "sets/probe_set.h"

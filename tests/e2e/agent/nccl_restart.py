@@ -25,7 +25,7 @@ from vigil_harness.fail import fail, require_root
 CONFIG = 'probes: {cuda: false}\ndiscovery_interval: 1s\n'
 NRANKS = 4
 BATCH = 40  # collectives per rank per batch: 8 of each of the five kinds
-COLLECTIVE_PINS = {'procs', 'probe_stats', 'failures'}
+COLLECTIVE_PINS = {'procs', 'groups', 'probe_stats', 'failures'}
 
 
 def fnv1a64(data):

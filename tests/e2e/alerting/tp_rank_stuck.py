@@ -67,8 +67,8 @@ def check_group(agent, ranks):
               (r.rank, r.pid, labels['communicator'], labels['rank'], labels['nranks'], value))
         if (labels['rank'], labels['nranks']) != (str(r.rank), '2'):
             fail("rank %d: rank=%s nranks=%s, expected %d 2" % (r.rank, labels['rank'], labels['nranks'], r.rank))
-        if not re.fullmatch('[0-9a-f]{16}', labels['communicator']):
-            fail("rank %d: communicator %r is not 16 hex digits" % (r.rank, labels['communicator']))
+        if not re.fullmatch('tp-[0-9a-f]{16}', labels['communicator']):
+            fail("rank %d: communicator %r is not tp- and 16 hex digits" % (r.rank, labels['communicator']))
     ids = {labels['communicator'] for labels, _ in series.values()}
     if len(ids) != 1:
         fail("the ranks carry different communicators %s: the group's id did not reach every rank" % sorted(ids))

@@ -1,4 +1,4 @@
-// Tensor-parallel group collector: renders a snapshot of collective.bpf.c's per-process map taken
+// Tensor-parallel group collector: renders a snapshot of collective.bpf.c's per-process maps taken
 // at scrape time. The worker numbers its collectives in the group, every rank alike, so the
 // count is the group's sequence and not what this agent happened to see: ranks watched by agents
 // started at different times (or restarted) still compare. Gloo's transfers need both ends to

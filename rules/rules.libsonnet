@@ -97,28 +97,35 @@ local failuresIn = import 'failures.libsonnet';
         local head = 'max by (cluster, communicator) (%s)' % progress,
         local unread = 'tp_comm_unread_bytes{%s}' % sel,
         local tpProgress = 'tp_comm_collectives_total{%s}' % sel,
+        // The laggard rules repeat this rather than read its record: an engine that reads records
+        // a moment late (vmalert through VictoriaMetrics' latency offset) would pair the waiting
+        // of a communicator that has just resumed with progress already past it.
+        local waiting = |||
+          %(age)s > %(t)s
+          and on (cluster, instance, pid, communicator, rank)
+          (%(progress)s == on (cluster, communicator) group_left %(head)s)
+          unless on (cluster, instance, pid, communicator, rank) %(unread)s > 0
+        ||| % { age: age, t: c.rankStuckWaitSeconds, progress: progress, head: head, unread: unread },
         rules: [
           {
             // Ranks at the communicator's furthest progress that have entered no collective for
             // rankStuckWaitSeconds: waiting (or the whole communicator idle), value the wait.
             // A rank holding unread bytes is not waiting for anyone: what it waits for is there.
             record: 'vigil:nccl_comm_rank_waiting:age_seconds',
-            expr: |||
-              %(age)s > %(t)s
-              and on (cluster, instance, pid, communicator, rank)
-              (%(progress)s == on (cluster, communicator) group_left %(head)s)
-              unless on (cluster, instance, pid, communicator, rank) %(unread)s > 0
-            ||| % { age: age, t: c.rankStuckWaitSeconds, progress: progress, head: head, unread: unread },
+            expr: waiting,
           },
           {
-            // A running rank behind the furthest while others wait: value the collectives it
-            // has not entered.
+            // A running rank behind the furthest, itself idle past the threshold, while others
+            // wait: value the collectives it has not entered. Idle too: ranks that progress are
+            // behind one another by a scrape's worth, and a stopped rank's last entry is at
+            // least as old as the waiting ranks'.
             record: 'vigil:nccl_comm_laggard:collectives_behind',
             labels: { state: 'running' },
             expr: |||
               (%(head)s - on (cluster, communicator) group_right %(progress)s) > 0
-              and on (cluster, communicator) vigil:nccl_comm_rank_waiting:age_seconds
-            ||| % { head: head, progress: progress },
+              and on (cluster, instance, pid, communicator, rank) %(age)s > %(t)s
+              and on (cluster, communicator) (%(waiting)s)
+            ||| % { head: head, progress: progress, age: age, t: c.rankStuckWaitSeconds, waiting: std.stripChars(waiting, '\n') },
           },
           {
             // A rank level with the others, idle as long, that has not read what they sent it
@@ -131,8 +138,8 @@ local failuresIn = import 'failures.libsonnet';
               ((%(head)s - on (cluster, communicator) group_right %(progress)s) == 0) + 1
               and on (cluster, instance, pid, communicator, rank) tp_comm_last_collective_age_seconds{%(sel)s} > %(t)s
               and on (cluster, instance, pid, communicator, rank) %(unread)s > 0
-              and on (cluster, communicator) vigil:nccl_comm_rank_waiting:age_seconds
-            ||| % { head: 'max by (cluster, communicator) (%s)' % tpProgress, progress: tpProgress, sel: sel, t: c.rankStuckWaitSeconds, unread: unread },
+              and on (cluster, communicator) (%(waiting)s)
+            ||| % { head: 'max by (cluster, communicator) (%s)' % tpProgress, progress: tpProgress, sel: sel, t: c.rankStuckWaitSeconds, unread: unread, waiting: std.stripChars(waiting, '\n') },
           },
           {
             // A rank seen behind in rankGoneWindow with no series now (its process exited, its
@@ -143,8 +150,8 @@ local failuresIn = import 'failures.libsonnet';
             expr: |||
               (%(head)s - on (cluster, communicator) group_right last_over_time(%(progress)s[%(w)s])) > 0
               unless on (cluster, communicator, rank) %(progress)s
-              and on (cluster, communicator) vigil:nccl_comm_rank_waiting:age_seconds
-            ||| % { head: head, progress: progress, w: c.rankGoneWindow },
+              and on (cluster, communicator) (%(waiting)s)
+            ||| % { head: head, progress: progress, w: c.rankGoneWindow, waiting: std.stripChars(waiting, '\n') },
           },
           {
             // The fleet overview's count of laggards per cluster (0 where none): here, after the

@@ -10,7 +10,6 @@ import ctypes
 import os
 import select
 import sys
-import time
 
 CUDA_ERROR_OUT_OF_MEMORY = 2
 CUDA_ERROR_LAUNCH_FAILED = 719

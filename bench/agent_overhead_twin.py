@@ -37,7 +37,7 @@ as its half-width is below --budget (0.5 %: then it resolves a 1 % overhead) and
 when --max-rounds or --max-minutes come first. --state FILE appends every round to FILE and the
 interval is over all rounds in it (a measurement spread over several runs).
 
-usage: sudo bench/run.sh bench/agent_overhead_twin.py [--requests 16] [--min-rounds 6] [--max-rounds 100]
+usage: sudo bench/run.sh bench/agent_overhead_twin.py [--requests 16] [--min-rounds 12] [--max-rounds 100]
                                          [--max-minutes 30] [--budget 0.5] [--state FILE]
 """
 import argparse
@@ -155,7 +155,7 @@ def one_round(a, order):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--requests', type=int, default=16, help='in each window')
-    ap.add_argument('--min-rounds', type=int, default=6)
+    ap.add_argument('--min-rounds', type=int, default=12)
     ap.add_argument('--max-rounds', type=int, default=100, help='in all, with the rounds of --state')
     ap.add_argument('--max-minutes', type=float, default=30, help='no round is started that would end later')
     ap.add_argument('--budget', type=float, default=0.5, help='largest half-width of the interval, %%')

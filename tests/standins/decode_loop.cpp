@@ -1,5 +1,5 @@
 // decode_loop MODEL COUNTER_FILE: the worker's own CPU decode, forever, with no system call per
-// token. The agent-overhead benchmark (bench/agent_overhead.py --twin) runs it beside the served
+// token. The agent-overhead benchmark (bench/agent_overhead_twin.py) runs it beside the served
 // worker as the machine's yardstick: the host's contention slows both alike, while what the
 // agent adds to a process that makes system calls (the syscall tracepoints' slow path, the TCP
 // programs) and to the worker's probes does not reach it. It decodes sequences of one thread,

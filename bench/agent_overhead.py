@@ -70,8 +70,8 @@ CLK = os.sysconf('SC_CLK_TCK')
 
 
 class Agent:
-    """vigil-agent with its defaults but the cuda and nccl sets off and the worker's binary named in
-    libraries.usdt, its log kept for the attach line."""
+    """vigil-agent with its defaults but the cuda and nccl sets off, the worker's binary named in
+    libraries.usdt and no pinned state, its log kept for the attach line."""
 
     def __init__(self, binary, worker):
         self.port = listen_port()
@@ -79,7 +79,9 @@ class Agent:
         self.cfg = tempfile.NamedTemporaryFile('w', suffix='.yaml')
         self.cfg.write('probes: {cuda: false, nccl: false}\nlibraries: {usdt: [%s]}\n' % worker)
         self.cfg.flush()
-        self.proc = subprocess.Popen([binary, '--listen', '127.0.0.1:%d' % self.port, '--config', self.cfg.name],
+        # No pinned state: a benchmark leaves nothing in /sys/fs/bpf (each start makes its maps anew).
+        self.proc = subprocess.Popen([binary, '--listen', '127.0.0.1:%d' % self.port, '--config', self.cfg.name,
+                                      '--bpf-pin-root', ''],
                                      stdout=subprocess.DEVNULL, stderr=self.log)
         deadline = time.time() + START_TIMEOUT_S
         while self.get('/readyz') != 'ready\n':

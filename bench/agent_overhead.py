@@ -228,50 +228,81 @@ def load_rounds(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--requests', type=int, default=8, help='counted, in each half')
-    ap.add_argument('--threads', type=int, default=2, help="the worker's engine threads")
-    ap.add_argument('--min-rounds', type=int, default=6)
-    ap.add_argument('--max-rounds', type=int, default=200, help='in all, with the rounds of --state')
-    ap.add_argument('--max-minutes', type=float, default=9, help='no round is started that would end later')
+def round_options(ap, min_rounds, max_rounds, max_minutes):
+    """The options of a benchmark of rounds judged by an interval (this one's and
+    agent_overhead_twin.py's)."""
+    ap.add_argument('--min-rounds', type=int, default=min_rounds)
+    ap.add_argument('--max-rounds', type=int, default=max_rounds, help='in all, with the rounds of --state')
+    ap.add_argument('--max-minutes', type=float, default=max_minutes, help='no round is started that would end later')
     ap.add_argument('--budget', type=float, default=0.5, help='largest half-width of the interval, %%')
     ap.add_argument('--state', help='a file of rounds (JSON lines): read at start, each new round appended')
     ap.add_argument('--agent', default=os.path.join(ROOT, 'build', 'dev', 'agent', 'vigil-agent'))
-    a = ap.parse_args()
+
+
+def run_rounds(a, measure, show, interval):
+    """The rounds of A.state, then new ones: MEASURE(order index) gives a round (a dict), SHOW(its
+    number, round) its line. After A.min_rounds and every round from then on, INTERVAL(rounds)
+    gives (effect, half-width); it stops once the half-width is under A.budget, or at A.max_rounds,
+    or before a round that would end after A.max_minutes. (rounds, new rounds, effect, half-width,
+    minutes); fails without an interval."""
     if a.min_rounds < 4:
         fail('--min-rounds: at least 4 (two of each order)')
-    require_root()
-    load.WORKER = os.environ.get('VIGIL_WORKER', os.path.join(ROOT, 'build', 'dev', 'worker', 'vigil-worker'))
     rounds = load_rounds(a.state)
     print('%d rounds from %s' % (len(rounds), a.state) if rounds else 'no earlier rounds', flush=True)
-    print('%5s %7s %13s %13s %8s %10s %7s' % ('round', 'order', 'off ms/token', 'on ms/token', 'on/off',
-                                              'stat on/off', 'tokens'), flush=True)
     start, new = time.time(), 0
     mean = half_width = None
     while len(rounds) < a.max_rounds:
         elapsed = time.time() - start
         if new and elapsed + elapsed / new > 60 * a.max_minutes:
             break
-        order = ('off', 'on') if len(rounds) % 2 == 0 else ('on', 'off')
-        got = one_round(a.agent, order, a.requests, a.threads)
-        r = {'order': '-'.join(order), 'off': got['off'][0], 'on': got['on'][0], 'off_stat': got['off'][1],
-             'on_stat': got['on'][1], 'tokens': got['on'][2], 'threads': a.threads, 'requests': a.requests,
-             'at': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}
+        r = dict(measure(len(rounds)), at=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()))
         rounds.append(r)
         new += 1
         if a.state:
             with open(a.state, 'a') as f:
                 f.write(json.dumps(r) + '\n')
-        print('%5d %7s %13.4f %13.4f %8.4f %10.4f %7d' % (len(rounds), r['order'], 1e3 * r['off'], 1e3 * r['on'],
-                                                           r['on'] / r['off'], r['on_stat'] / r['off_stat'],
-                                                           r['tokens']), flush=True)
+        print(show(len(rounds), r), flush=True)
         if len(rounds) >= a.min_rounds:
-            mean, half_width = crossover(rounds, 'on', 'off')
+            mean, half_width = interval(rounds)
             if 100 * half_width < a.budget:
                 break
     if mean is None:
         fail('only %d rounds: no interval' % len(rounds))
+    return rounds, new, mean, half_width, (time.time() - start) / 60
+
+
+def judge(a, n, mean, half_width):
+    """Fails unless the interval resolves the budget; then says whether the 1 % goal holds."""
+    if 100 * half_width >= a.budget:
+        fail('the interval does not resolve the budget: half-width %.2f %% >= %.2f %% after %d rounds%s'
+             % (100 * half_width, a.budget, n, ' (run again with the same --state to add rounds)'
+                if a.state and n < a.max_rounds else ''))
+    verdict = 'holds' if mean + half_width <= 0.01 else 'is not shown'
+    print('overhead <= 1 %% %s: the upper end of the interval is %+.2f %%' % (verdict, 100 * (mean + half_width)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--requests', type=int, default=8, help='counted, in each half')
+    ap.add_argument('--threads', type=int, default=2, help="the worker's engine threads")
+    round_options(ap, min_rounds=6, max_rounds=200, max_minutes=9)
+    a = ap.parse_args()
+    require_root()
+    load.WORKER = os.environ.get('VIGIL_WORKER', os.path.join(ROOT, 'build', 'dev', 'worker', 'vigil-worker'))
+    print('%5s %7s %13s %13s %8s %10s %7s' % ('round', 'order', 'off ms/token', 'on ms/token', 'on/off',
+                                              'stat on/off', 'tokens'), flush=True)
+
+    def measure(index):
+        order = ('off', 'on') if index % 2 == 0 else ('on', 'off')
+        got = one_round(a.agent, order, a.requests, a.threads)
+        return {'order': '-'.join(order), 'off': got['off'][0], 'on': got['on'][0], 'off_stat': got['off'][1],
+                'on_stat': got['on'][1], 'tokens': got['on'][2], 'threads': a.threads, 'requests': a.requests}
+
+    def show(n, r):
+        return '%5d %7s %13.4f %13.4f %8.4f %10.4f %7d' % (n, r['order'], 1e3 * r['off'], 1e3 * r['on'], r['on'] / r['off'],
+                                                            r['on_stat'] / r['off_stat'], r['tokens'])
+
+    rounds, new, mean, half_width, minutes = run_rounds(a, measure, show, lambda rs: crossover(rs, 'on', 'off'))
     d = [x['on'] / x['off'] - 1 for x in rounds]
     pm, ph = t_interval(d)
     boot = bootstrap_interval(d)
@@ -282,16 +313,11 @@ def main():
           '95 %% interval [%+.2f %%, %+.2f %%] (half-width %.2f %%); second-period effect %+.2f %%; '
           'by /proc/PID/stat utime+stime [%+.2f %%, %+.2f %%]; plain mean of d %+.2f %%, 95 %% t interval '
           '[%+.2f %%, %+.2f %%], bootstrap [%+.2f %%, %+.2f %%], sd of a round %.2f %%'
-          % (len(d), new, (time.time() - start) / 60, 100 * mean, 100 * (mean - half_width),
+          % (len(d), new, minutes, 100 * mean, 100 * (mean - half_width),
              100 * (mean + half_width), 100 * half_width, -100 * period, 100 * (ms - hs), 100 * (ms + hs),
              100 * pm, 100 * (pm - ph), 100 * (pm + ph), 100 * boot[0], 100 * boot[1], 100 * statistics.stdev(d)),
           flush=True)
-    if 100 * half_width >= a.budget:
-        fail('the interval does not resolve the budget: half-width %.2f %% >= %.2f %% after %d rounds%s'
-             % (100 * half_width, a.budget, len(d), ' (run again with the same --state to add rounds)'
-                if a.state and len(d) < a.max_rounds else ''))
-    verdict = 'holds' if mean + half_width <= 0.01 else 'is not shown'
-    print('overhead <= 1 %% %s: the upper end of the interval is %+.2f %%' % (verdict, 100 * (mean + half_width)))
+    judge(a, len(d), mean, half_width)
 
 
 if __name__ == '__main__':

@@ -41,7 +41,6 @@ usage: sudo bench/run.sh bench/agent_overhead_twin.py [--requests 16] [--min-rou
                                          [--max-minutes 30] [--budget 0.5] [--state FILE]
 """
 import argparse
-import json
 import mmap
 import os
 import statistics
@@ -54,7 +53,7 @@ from vigil_harness.agent import parse_metrics, select
 from vigil_harness.fail import fail, require_root
 
 import load
-from agent_overhead import Agent, attached, cpu_clock_s, requests, load_rounds
+from agent_overhead import Agent, attached, cpu_clock_s, judge, requests, round_options, run_rounds
 from paired_interval import crossover_interval, t_interval
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -155,16 +154,9 @@ def one_round(a, order):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--requests', type=int, default=16, help='in each window')
-    ap.add_argument('--min-rounds', type=int, default=12)
-    ap.add_argument('--max-rounds', type=int, default=100, help='in all, with the rounds of --state')
-    ap.add_argument('--max-minutes', type=float, default=30, help='no round is started that would end later')
-    ap.add_argument('--budget', type=float, default=0.5, help='largest half-width of the interval, %%')
-    ap.add_argument('--state', help='a file of rounds (JSON lines): read at start, each new round appended')
-    ap.add_argument('--agent', default=os.path.join(ROOT, 'build', 'dev', 'agent', 'vigil-agent'))
+    round_options(ap, min_rounds=12, max_rounds=100, max_minutes=30)
     ap.add_argument('--twin', default=os.path.join(ROOT, 'build', 'dev', 'tests', 'standins', 'decode_loop'))
     a = ap.parse_args()
-    if a.min_rounds < 4:
-        fail('--min-rounds: at least 4 (two of each order)')
     require_root()
     if not {WORKER_CPU, TWIN_CPU} <= os.sched_getaffinity(0):
         fail('needs CPUs %d and %d (the worker and its yardstick, one each)' % (WORKER_CPU, TWIN_CPU))
@@ -172,45 +164,27 @@ def main():
     # a node's with its workloads; on the yardstick's, their work would slow the yardstick alone.
     pin(os.getpid(), WORKER_CPU)
     load.WORKER = os.environ.get('VIGIL_WORKER', os.path.join(ROOT, 'build', 'dev', 'worker', 'vigil-worker'))
-    rounds = load_rounds(a.state)
-    print('%d rounds from %s' % (len(rounds), a.state) if rounds else 'no earlier rounds', flush=True)
     print('%5s %-15s %s' % ('round', 'order', 'window: state q (worker ms/token, yardstick ms/token)'), flush=True)
-    start, new = time.time(), 0
-    mean = half_width = None
-    while len(rounds) < a.max_rounds:
-        elapsed = time.time() - start
-        if new and elapsed + elapsed / new > 60 * a.max_minutes:
-            break
-        order = ('off', 'on', 'on', 'off') if len(rounds) % 2 == 0 else ('on', 'off', 'off', 'on')
+
+    def measure(index):
+        order = ('off', 'on', 'on', 'off') if index % 2 == 0 else ('on', 'off', 'off', 'on')
         got = one_round(a, order)
         q = {h: statistics.mean(x[1] for x in got if x[0] == h) for h in ('on', 'off')}
-        r = {'order': '-'.join(order), 'd': q['on'] / q['off'] - 1, 'windows': got, 'requests': a.requests,
-             'at': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}
-        rounds.append(r)
-        new += 1
-        if a.state:
-            with open(a.state, 'a') as f:
-                f.write(json.dumps(r) + '\n')
-        print('%5d %-15s %s  d %+.2f %%' % (len(rounds), r['order'], '  '.join(
-            '%s %.4f (%.3f, %.3f)' % (h, qq, 1e3 * w, 1e3 * y) for h, qq, w, y in got), 100 * r['d']), flush=True)
-        if len(rounds) >= a.min_rounds:
-            mean, half_width = crossover(rounds)
-            if 100 * half_width < a.budget:
-                break
-    if mean is None:
-        fail('only %d rounds: no interval' % len(rounds))
+        return {'order': '-'.join(order), 'd': q['on'] / q['off'] - 1, 'windows': got, 'requests': a.requests}
+
+    def show(n, r):
+        return '%5d %-15s %s  d %+.2f %%' % (n, r['order'], '  '.join(
+            '%s %.4f (%.3f, %.3f)' % (h, q, 1e3 * w, 1e3 * y) for h, q, w, y in r['windows']), 100 * r['d'])
+
+    rounds, new, mean, half_width, minutes = run_rounds(a, measure, show, crossover)
     d = [x['d'] for x in rounds]
     pm, ph = t_interval(d)
     print('CPU s per token against the yardstick, on/off - 1 over %d rounds (%d in this run, %.1f min): effect '
           '%+.2f %%, 95 %% interval [%+.2f %%, %+.2f %%] (half-width %.2f %%, by order); plain mean of d %+.2f %%, '
           '95 %% t interval [%+.2f %%, %+.2f %%]; sd of a round %.2f %%'
-          % (len(d), new, (time.time() - start) / 60, 100 * mean, 100 * (mean - half_width), 100 * (mean + half_width),
+          % (len(d), new, minutes, 100 * mean, 100 * (mean - half_width), 100 * (mean + half_width),
              100 * half_width, 100 * pm, 100 * (pm - ph), 100 * (pm + ph), 100 * statistics.stdev(d)), flush=True)
-    if 100 * half_width >= a.budget:
-        fail('the interval does not resolve the budget: half-width %.2f %% >= %.2f %% after %d rounds'
-             % (100 * half_width, a.budget, len(d)))
-    verdict = 'holds' if mean + half_width <= 0.01 else 'is not shown'
-    print('overhead <= 1 %% %s: the upper end of the interval is %+.2f %%' % (verdict, 100 * (mean + half_width)))
+    judge(a, len(d), mean, half_width)
 
 
 def crossover(rounds):

@@ -139,18 +139,23 @@ def requests(server, n):
     return results
 
 
+def counted_requests(server, n):
+    """N streamed requests one after another; the tokens they generated. Fails on a request lost
+    or duplicated."""
+    t0 = time.perf_counter()
+    res = requests(server, n)
+    s = load.summarize(res, time.perf_counter() - t0)
+    if s['lost'] or s['duplicated']:
+        fail('%d requests lost, %d duplicated' % (s['lost'], s['duplicated']))
+    return sum(r['usage_tokens'] for r in res)
+
+
 def measure(server, n_requests):
     """The worker's (CPU s per token by its CPU clock, by /proc/PID/stat, tokens) over N_REQUESTS."""
     pid = server.proc.pid
     clock0, stat0 = cpu_clock_s(pid), stat_cpu_s(pid)
-    t0 = time.perf_counter()
-    res = requests(server, n_requests)
-    wall = time.perf_counter() - t0
+    tokens = counted_requests(server, n_requests)
     clock1, stat1 = cpu_clock_s(pid), stat_cpu_s(pid)
-    s = load.summarize(res, wall)
-    if s['lost'] or s['duplicated']:
-        fail('%d requests lost, %d duplicated' % (s['lost'], s['duplicated']))
-    tokens = sum(r['usage_tokens'] for r in res)
     return (clock1 - clock0) / tokens, (stat1 - stat0) / tokens, tokens
 
 

@@ -106,6 +106,7 @@ local failuresIn = import 'failures.libsonnet';
           (%(progress)s == on (cluster, communicator) group_left %(head)s)
           unless on (cluster, instance, pid, communicator, rank) %(unread)s > 0
         ||| % { age: age, t: c.rankStuckWaitSeconds, progress: progress, head: head, unread: unread },
+        local waitingInline = std.stripChars(waiting, '\n'),
         rules: [
           {
             // Ranks at the communicator's furthest progress that have entered no collective for
@@ -125,7 +126,7 @@ local failuresIn = import 'failures.libsonnet';
               (%(head)s - on (cluster, communicator) group_right %(progress)s) > 0
               and on (cluster, instance, pid, communicator, rank) %(age)s > %(t)s
               and on (cluster, communicator) (%(waiting)s)
-            ||| % { head: head, progress: progress, age: age, t: c.rankStuckWaitSeconds, waiting: std.stripChars(waiting, '\n') },
+            ||| % { head: head, progress: progress, age: age, t: c.rankStuckWaitSeconds, waiting: waitingInline },
           },
           {
             // A rank level with the others, idle as long, that has not read what they sent it
@@ -139,7 +140,7 @@ local failuresIn = import 'failures.libsonnet';
               and on (cluster, instance, pid, communicator, rank) tp_comm_last_collective_age_seconds{%(sel)s} > %(t)s
               and on (cluster, instance, pid, communicator, rank) %(unread)s > 0
               and on (cluster, communicator) (%(waiting)s)
-            ||| % { head: 'max by (cluster, communicator) (%s)' % tpProgress, progress: tpProgress, sel: sel, t: c.rankStuckWaitSeconds, unread: unread, waiting: std.stripChars(waiting, '\n') },
+            ||| % { head: 'max by (cluster, communicator) (%s)' % tpProgress, progress: tpProgress, sel: sel, t: c.rankStuckWaitSeconds, unread: unread, waiting: waitingInline },
           },
           {
             // A rank seen behind in rankGoneWindow with no series now (its process exited, its
@@ -151,7 +152,7 @@ local failuresIn = import 'failures.libsonnet';
               (%(head)s - on (cluster, communicator) group_right last_over_time(%(progress)s[%(w)s])) > 0
               unless on (cluster, communicator, rank) %(progress)s
               and on (cluster, communicator) (%(waiting)s)
-            ||| % { head: head, progress: progress, w: c.rankGoneWindow, waiting: std.stripChars(waiting, '\n') },
+            ||| % { head: head, progress: progress, w: c.rankGoneWindow, waiting: waitingInline },
           },
           {
             // The fleet overview's count of laggards per cluster (0 where none): here, after the

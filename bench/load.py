@@ -18,13 +18,13 @@ usage:
   bench/run.sh bench/load.py soak    [--seconds 600] [--overload 1.5]
   bench/run.sh bench/load.py latency [--target 100ms] [--loads 0.5,0.8,0.95,1.2] [--requests 200]
                                      [--policy-loads 0.8,0.95] [--policies fcfs,token_budget] [--json F] [--plot F.png]
+                                     [--peer llama-server [--spot-check 20]]
 """
 import argparse
 import json
 import os
 import random
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,6 +37,8 @@ from vigil_harness.worker_client import call, open_stream, stream_data, wait_rea
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.environ.get("VIGIL_BENCH_MODEL", os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
 WORKER = os.environ.get("VIGIL_WORKER", os.path.join(ROOT, "build", "release", "worker", "vigil-worker"))
+# Built by scripts/setup_reference.sh from the llama.cpp sources of the pinned llama-cpp-python.
+LLAMA_SERVER = os.environ.get("VIGIL_LLAMA_SERVER", os.path.join(ROOT, ".venv-ref", "bin", "llama-server"))
 WORDS = ("time year people way day man thing woman life child world school state family student group "
          "country problem hand part place case week company system program question work government "
          "number night point home water room mother area money story fact month lot right study book eye "
@@ -44,7 +46,8 @@ WORDS = ("time year people way day man thing woman life child world school state
 
 
 class Server:
-    """vigil-worker serve with one policy, or llama.cpp's OpenAI server, on a free loopback port."""
+    """vigil-worker serve with one policy, llama.cpp's llama-server or llama-cpp-python's server, on a
+    free loopback port."""
 
     def __init__(self, kind, policy="fcfs", threads=2, max_running=16, max_waiting=100000, backend="cpu",
                  graphs=True, aging=None, target=None):
@@ -65,7 +68,18 @@ class Server:
             cmd = [WORKER, "serve", "-m", MODEL, "--port", str(self.port), "--config", cfg.name,
                    "--allow-client-priority"]  # every request carries `priority`
             ready = "/ready"
-        else:
+        elif kind == "llama-server":
+            # llama.cpp's own server: MAX_RUNNING slots with continuous batching and a context as large
+            # as vigil's KV cache (kv_blocks 1024 x 16 tokens), split between the slots (1,024 tokens
+            # each, the longest request here is 672): a unified cache would make every token attend
+            # over the cells of all the slots (masked), 16 times the work at 16 busy slots.
+            # Flash attention off: on this model and CPU llama.cpp is faster without it, and it is
+            # the arithmetic vigil reproduces (docs/performance.md), so greedy answers can be compared.
+            cmd = [LLAMA_SERVER, "-m", MODEL, "--port", str(self.port), "-t", str(threads), "-tb", str(threads),
+                   "-np", str(max_running), "-cb", "-c", "16384", "-fa", "off",
+                   "--alias", self.model_name]
+            ready = "/health"
+        else:  # "llama.cpp": llama-cpp-python's server, one request at a time
             py = os.path.join(ROOT, ".venv-ref", "bin", "python")
             cmd = [py, "-m", "llama_cpp.server", "--model", MODEL, "--port", str(self.port), "--n_threads",
                    str(threads), "--n_ctx", "4096", "--model_alias", self.model_name]
@@ -97,7 +111,8 @@ def one_request(port, model, req_id, prompt_len, max_tokens, priority, rng_seed,
     prompt = " ".join(rng.choice(WORDS) for _ in range(prompt_len))
     body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "stream": True, "temperature": 0,
             "ignore_eos": True, "priority": priority, "stream_options": {"include_usage": True}}
-    rec = {"id": req_id, "sent": time.perf_counter(), "tokens": [], "done": False, "status": None,
+    rec = {"id": req_id, "prompt_len": prompt_len, "rng_seed": rng_seed, "sent": time.perf_counter(), "tokens": [],
+           "text": "", "done": False, "status": None,
            "response_ids": [], "usage_tokens": None}
     try:
         c, r = open_stream(port, body, timeout=600)
@@ -114,6 +129,7 @@ def one_request(port, model, req_id, prompt_len, max_tokens, priority, rng_seed,
                     rec["usage_tokens"] = chunk["usage"].get("completion_tokens")
                 if chunk.get("choices") and chunk["choices"][0].get("text"):
                     rec["tokens"].append(time.perf_counter())
+                    rec["text"] += chunk["choices"][0]["text"]
         c.close()
     except TimeoutError as e:
         rec["error"] = "client timeout: " + str(e)
@@ -328,24 +344,89 @@ def cmd_latency(a):
     points = [(a.policy, f) for f in (float(x) for x in a.loads.split(","))]
     points += [(p, f) for f in (float(x) for x in a.policy_loads.split(",")) for p in a.policies.split(",")
                if (p, f) not in points]
-    for policy, load in points:
-        for target in (None, a.target):
-            name, _, aging = policy.partition("@")
-            srv = Server("vigil", policy=name, threads=a.threads, target=target,
-                         aging=float(aging) if aging else None)
+    texts = {}  # (label, target) -> {request id: record} of the first load point, for the greedy spot check
+    for i, (policy, load) in enumerate(points):
+        # The peer runs the same arrivals (same seed) right after vigil's two runs at its main points.
+        runs = [(policy, None), (policy, a.target)] + ([(a.peer, None)] if a.peer and policy == a.policy else [])
+        for label, target in runs:
+            if label == a.peer:
+                srv = Server(a.peer, threads=a.threads)
+            else:
+                name, _, aging = label.partition("@")
+                srv = Server("vigil", policy=name, threads=a.threads, target=target,
+                             aging=float(aging) if aging else None)
             try:
                 res, wall = open_loop(srv.port, srv.model_name, load * capacity, a.requests, seed=int(load * 1000))
             finally:
                 srv.stop()
-            s = summarize(res, wall)
+            s = summarize(res, wall, own=label != a.peer)
             bad += s["lost"] + s["duplicated"]
-            rows.append(latency_row(policy, load, load * capacity, target, s))
+            rows.append(latency_row(label, load, load * capacity, target, s))
+            if i == 0:
+                texts[(label, target or "off")] = {r["id"]: r for r in res}
+    check = greedy_spot_check(texts, a.peer, a.spot_check, a.threads) if a.peer else None
+    if check:  # vigil's answers must be llama.cpp's; the peer's own under load need not (reported)
+        bad += sum(c["differ"] for c in check if c["run"] != a.peer)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"capacity": capacity, "target": a.target, "requests": a.requests, "rows": rows}, f, indent=1)
+            json.dump({"capacity": capacity, "target": a.target, "requests": a.requests, "rows": rows,
+                       "greedy_spot_check": check}, f, indent=1)
     if a.plot:
         plot_latency(rows, a.policy, a.target, capacity, a.plot)
     return 1 if bad else 0
+
+
+# The end-of-generation tokens of SmolLM2's vocabulary, as vigil-worker writes them into the text.
+EOG_TEXTS = ("<|im_end|>", "<|endoftext|>")
+
+
+def greedy_spot_check(texts, peer, n, threads):
+    """The greedy answers of the first load point's requests 0..N-1 (temperature 0, ignore_eos) from
+    each run, vigil's and the peer's, against the peer's answers to the same requests sent one at a
+    time to a fresh peer: llama.cpp's reference, which its server under load need not reproduce
+    (its results depend on the batch: ggml-org/llama.cpp#6950, #7052)."""
+    first = next(iter(texts.values()))
+    n = min(n, len(first))
+    srv = Server(peer, threads=threads)
+    alone, lock = [], threading.Lock()
+    try:
+        for rid in range(n):
+            r = first[rid]
+            one_request(srv.port, srv.model_name, rid, r["prompt_len"], r["max_tokens"], 0, r["rng_seed"], alone, lock)
+    finally:
+        srv.stop()
+    ref = {r["id"]: r["text"] for r in alone}
+    out = []
+    for (label, target), got in texts.items():
+        c = compare_answers({rid: got[rid]["text"] for rid in range(n)}, ref, cut_at_eog=label != peer)
+        who = f"{peer} under load" if label == peer else f"vigil ({label}, target {target})"
+        print(f"greedy spot check, {who} vs {peer} alone: {c['identical']} of {n} identical"
+              + (f" ({c['compared_to_eog']} up to vigil's end-of-generation token)" if label != peer else ""),
+              flush=True)
+        for d in c["first_differences"]:
+            print(f"  request {d['id']} parts at character {d['at_char']}: {d['run']!r} / alone {d['alone']!r}")
+        out.append(dict(c, run=label, target=target, requests=n))
+    return out
+
+
+def compare_answers(got, ref, cut_at_eog):
+    """GOT against REF, answer by answer ({request id: text}). ignore_eos differs between the two
+    servers: vigil-worker generates past an end-of-generation token (it is in the text), llama.cpp's
+    server biases every such token to -inf (tools/server/server-schema.cpp, "ignore_eos") and never
+    picks one; so with CUT_AT_EOG an answer holding one is compared up to the first, where the two
+    must part."""
+    differ, to_eog = [], 0
+    for rid in sorted(ref):
+        a, b = got[rid], ref[rid]
+        eog = min((a.find(t) for t in EOG_TEXTS if t in a), default=-1)
+        if cut_at_eog and eog >= 0:
+            to_eog += 1
+            a, b = a[:eog], b[:eog]
+        if a != b:
+            at = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            differ.append({"id": rid, "at_char": at, "run": a[at:at + 40], "alone": b[at:at + 40]})
+    return {"identical": len(ref) - len(differ), "differ": len(differ), "compared_to_eog": to_eog,
+            "first_differences": differ}
 
 
 def plot_latency(rows, policy, target, capacity, path):
@@ -354,11 +435,13 @@ def plot_latency(rows, policy, target, capacity, path):
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, metric in zip(axes, ("itl", "ttft")):
-        for t, style in (("off", "--"), (target, "-")):
-            pts = sorted((r["load"], r) for r in rows if r["policy"] == policy and r["target"] == t)
+        peers = sorted({r["policy"] for r in rows if r["policy"] == "llama-server"})
+        for who, t, style in [(policy, "off", "--"), (policy, target, "-")] + [(p, "off", ":") for p in peers]:
+            pts = sorted((r["load"], r) for r in rows if r["policy"] == who and r["target"] == t)
             for q, color in (("p50", "tab:blue"), ("p99", "tab:red")):
                 ax.plot([x for x, _ in pts], [r[f"{metric}_{q}"] * 1e3 for _, r in pts], style, color=color,
-                        marker="o", label=f"{q}, target {t}")
+                        marker="o" if who == policy else "s",
+                        label=f"{q}, target {t}" if who == policy else f"{q}, {who}")
         if metric == "itl" and target.endswith("ms"):  # auto and Nx follow the decode step: no line
             ax.axhline(float(target.rstrip("ms")), color="gray", lw=0.8, label=f"target {target}")
         ax.set_yscale("log")
@@ -402,6 +485,9 @@ def main():
     p.add_argument("--plot", help="PNG of ITL and TTFT percentiles against load (matplotlib: the ops venv's "
                                   "python, tests/alerts/python_env.sh)")
     p.add_argument("--replot", help="no runs: draw --plot from this --json of an earlier run")
+    p.add_argument("--peer", choices=["llama-server"], help="also run llama.cpp's server (16 slots, continuous "
+                   "batching; scripts/setup_reference.sh builds it) at the --loads points, same arrivals")
+    p.add_argument("--spot-check", type=int, default=20, help="greedy answers compared with the peer's")
     for p in sub.choices.values():
         p.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()

@@ -3,7 +3,8 @@
 requests, a chunk of another stream inside a stream, more chunks than the server's usage count,
 an ignore_eos stream cut short by the server's own count, and a stream of our server without its
 usage chunk or without response ids (nothing to check it by) are all caught; clean records are
-not. (Session 2's check counted duplicates among the client's own loop indices: always 0.)"""
+not. (Session 2's check counted duplicates among the client's own loop indices: always 0.) And its
+greedy comparison with llama.cpp's answers: up to vigil's end-of-generation token, not past it."""
 import unittest
 
 import load
@@ -50,6 +51,27 @@ class Accounting(unittest.TestCase):
     def test_other_servers_may_omit_usage(self):
         # llama.cpp's server in the comparison: not held to our server's usage chunk.
         self.assertEqual(load.summarize([record(0, 'cmpl-a', usage=None)], 1.0, own=False)['lost'], 0)
+
+
+class GreedyAnswers(unittest.TestCase):
+    def test_identical_and_different_answers(self):
+        c = load.compare_answers({0: ' the cat sat', 1: ' a dog ran'}, {0: ' the cat sat', 1: ' a dog sat'}, True)
+        self.assertEqual((c['identical'], c['differ']), (1, 1))
+        self.assertEqual((c['first_differences'][0]['id'], c['first_differences'][0]['at_char']), (1, 7))
+
+    def test_compared_up_to_the_end_of_generation_token(self):
+        # llama.cpp never picks the token ignore_eos masks: after it the answers part by design.
+        got = {0: ' the end<|im_end|> more', 1: ' one<|endoftext|>x'}
+        c = load.compare_answers(got, {0: ' the end, and then', 1: ' one two'}, True)
+        self.assertEqual((c['identical'], c['compared_to_eog']), (2, 2))
+
+    def test_a_difference_before_the_end_of_generation_token_counts(self):
+        c = load.compare_answers({0: ' the fox<|im_end|>'}, {0: ' the end'}, True)
+        self.assertEqual(c['differ'], 1)
+
+    def test_the_peer_against_itself_is_compared_whole(self):
+        c = load.compare_answers({0: ' one<|im_end|>x'}, {0: ' one<|im_end|>y'}, False)
+        self.assertEqual(c['differ'], 1)
 
 
 if __name__ == '__main__':

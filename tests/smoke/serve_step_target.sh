@@ -1,27 +1,50 @@
 #!/usr/bin/env bash
 # `serve` with a step latency target no step can meet (1 ms: a decode step reads ~100 MB of
 # weights): it says so at start, naming the target and the decode step it measured, and
-# /metrics shows the target and vigil_worker_step_latency_target_attainable 0.
+# /metrics shows the target and vigil_worker_step_latency_target_attainable 0. With `auto` (twice
+# the decode step) the target on /metrics is the learned one, above 0 and attainable: the ITL alert
+# (alerts/alerts.libsonnet) compares streams with that series and ignores a worker where it is 0.
 #   serve_step_target.sh VIGIL_WORKER MODEL
 set -euo pipefail
 bin=$1 model=$2
 dir=$(mktemp -d)
 pid=
 trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
-printf 'engine:\n  step_latency_target: 1ms\n' >"$dir/target.yaml"
-"$bin" serve -m "$model" --config "$dir/target.yaml" --port 0 2>"$dir/err" &
-pid=$!
-for _ in $(seq 1 120); do
-  grep -q "serving .* on http://" "$dir/err" && break
-  kill -0 "$pid" 2>/dev/null || { cat "$dir/err"; echo "serve exited"; exit 1; }
-  sleep 0.5
-done
-cat "$dir/err"
-url=$(grep -o "http://[0-9.]*:[0-9]*" "$dir/err" | head -1)
-[[ -n $url ]] || { echo "no serving line"; exit 1; }
+
+# Starts the worker with engine.step_latency_target $1; sets url, leaves its stderr in $dir/err.
+serve() {
+  printf 'engine:\n  step_latency_target: %s\n' "$1" >"$dir/target.yaml"
+  "$bin" serve -m "$model" --config "$dir/target.yaml" --port 0 2>"$dir/err" &
+  pid=$!
+  for _ in $(seq 1 120); do
+    grep -q "serving .* on http://" "$dir/err" && break
+    kill -0 "$pid" 2>/dev/null || { cat "$dir/err"; echo "serve exited"; exit 1; }
+    sleep 0.5
+  done
+  cat "$dir/err"
+  url=$(grep -o "http://[0-9.]*:[0-9]*" "$dir/err" | head -1)
+  [[ -n $url ]] || { echo "no serving line"; exit 1; }
+}
+
+stop() { kill "$pid"; wait "$pid" || true; pid=; }
+
+serve 1ms
 grep -q "warning: engine.step_latency_target 1 ms is below a decode-only step" "$dir/err" ||
   { echo "no warning naming the unattainable target"; exit 1; }
 metrics=$(curl -sf "$url/metrics")
 grep -qx "vigil_worker_step_latency_target_seconds 0.001" <<<"$metrics" || { echo "target not on /metrics"; exit 1; }
 grep -qx "vigil_worker_step_latency_target_attainable 0" <<<"$metrics" || { echo "attainable is not 0"; exit 1; }
 echo "an unattainable step latency target is reported at start and on /metrics"
+stop
+
+serve auto
+grep -q "step latency target 2x the decode step of the batch" "$dir/err" || { echo "no start line for auto"; exit 1; }
+grep -q "below a decode-only step" "$dir/err" && { echo "auto called unattainable"; exit 1; }
+curl -sf "$url/v1/completions" -H 'Content-Type: application/json' \
+  -d '{"prompt": "The sky is", "max_tokens": 8, "temperature": 0}' >/dev/null || { echo "completion failed"; exit 1; }
+metrics=$(curl -sf "$url/metrics")
+target=$(awk '$1 == "vigil_worker_step_latency_target_seconds" {print $2}' <<<"$metrics")
+awk -v t="${target:-0}" 'BEGIN {exit !(t > 0 && t < 10)}' ||
+  { echo "auto: vigil_worker_step_latency_target_seconds is '${target}', not a learned step"; exit 1; }
+grep -qx "vigil_worker_step_latency_target_attainable 1" <<<"$metrics" || { echo "auto: attainable is not 1"; exit 1; }
+echo "auto: the learned target ${target} s is on /metrics, attainable"

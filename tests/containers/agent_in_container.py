@@ -25,6 +25,7 @@ container with a network namespace of its own:
 
 usage: agent_in_container.py MODEL_DIR CUDA_WORKLOAD FAKE_LIBCUDA
        (root, podman; images from images/build.sh; the workload and stand-in driver from tests/standins)"""
+import collections
 import json
 import os
 import signal
@@ -113,6 +114,75 @@ def retrans_settled():
         return sum(c['value'] for e in json.loads(out.stdout) for c in e['formatted']['values'])
     except (KeyError, TypeError, ValueError):
         return 'unreadable (%d bytes of bpftool output)' % len(out.stdout)
+
+
+class RetransmitTrace:
+    """A witness the agent did not produce, read when a count falls short, to tell an event the
+    kernel never fired from one our program did not run for: a tracefs instance of its own
+    recording the kernel's tcp_retransmit_skb and tcp_retransmit_synack events, beside the run
+    counts of the agent's programs on them (kernel.bpf_stats_enabled on for the test)."""
+    EVENTS = {'tcp_retransmit_skb': ('retransmit_btf', 'retransmit_tp'),
+              'tcp_retransmit_synack': ('synack_btf', 'synack_tp')}
+    STATS = '/proc/sys/kernel/bpf_stats_enabled'
+
+    def __init__(self):
+        self.dir = '/sys/kernel/tracing/instances/vigil-aic-%s' % TAG
+
+    def __enter__(self):
+        with open(self.STATS) as f:
+            self.stats_were = f.read().strip()
+        with open(self.STATS, 'w') as f:
+            f.write('1')
+        os.mkdir(self.dir)
+        with open(os.path.join(self.dir, 'buffer_size_kb'), 'w') as f:
+            f.write('4096')
+        self.enable('1')
+        return self
+
+    def enable(self, on):
+        for event in self.EVENTS:
+            with open(os.path.join(self.dir, 'events', 'tcp', event, 'enable'), 'w') as f:
+                f.write(on)
+
+    @staticmethod
+    def runs():
+        """Runs and recursion misses of the programs on each event, summed over every loaded
+        program of those names."""
+        progs = json.loads(sh('bpftool', '-j', 'prog', 'show').stdout)
+        return {event: [sum(p.get(k, 0) for p in progs if p.get('name') in names) for k in ('run_cnt', 'recursion_misses')]
+                for event, names in RetransmitTrace.EVENTS.items()}
+
+    def clear(self):
+        # Runs read before the trace is cleared, and after it is read: an event in between counts
+        # as a run, never as a run missing.
+        self.runs_before = self.runs()
+        with open(os.path.join(self.dir, 'trace'), 'w') as f:
+            f.write('')
+
+    def report(self, daddr):
+        """Per event: the kernel's events since clear() (all, and to DADDR with err=0 or another
+        err) against the programs' runs and recursion misses; and the events' lines."""
+        with open(os.path.join(self.dir, 'trace')) as f:
+            lines = [l.rstrip() for l in f if not l.startswith('#')]
+        runs = self.runs()
+        out = []
+        for event in self.EVENTS:
+            mine = [l for l in lines if ' %s: ' % event in l]
+            to = [l for l in mine if ' daddr=%s ' % daddr in l]
+            failed = sum(1 for l in to if ' err=' in l and not l.endswith(' err=0'))
+            out.append('%s: kernel %d events (%d to %s, %d of them failed), programs ran %d times, missed %d'
+                       % (event, len(mine), len(to), daddr, failed, runs[event][0] - self.runs_before[event][0],
+                          runs[event][1] - self.runs_before[event][1]))
+        # The task each event interrupted or ran in (a softirq runs on whatever task was current).
+        tasks = collections.Counter(l.split()[0].rsplit('-', 1)[0] for l in lines)
+        out.append('tasks: ' + ', '.join('%s %d' % t for t in tasks.most_common()))
+        return '; '.join(out), lines
+
+    def __exit__(self, *exc):
+        self.enable('0')
+        os.rmdir(self.dir)
+        with open(self.STATS, 'w') as f:
+            f.write(self.stats_were)
 
 
 def running(name):
@@ -359,7 +429,7 @@ def main():
     for image in ('vigil/agent:' + version, 'vigil/worker:' + version):
         if podman('image', 'exists', image, check=False).returncode != 0:
             fail('image %s missing (images/build.sh builds it)' % image)
-    with Scene() as scene:
+    with Scene() as scene, RetransmitTrace() as trace:
         port = listen_port()
         kustomize_dir = os.path.join(scene.state, 'kustomize')
         kustomize = podman_flags.podman_args(podman_flags.render('base'), 'vigil-agent', kustomize_dir,
@@ -409,6 +479,7 @@ def main():
         sh(*client, chat, base + '/v1/chat/completions')
 
         # (a) retransmits of the worker container under loss, against its namespace's kernel counter.
+        trace.clear()
         before, syn_before = retrans_segs(scene.ns_w), syn_retrans(scene.ns_w)
         scene.loss(LOSS_PERCENT)
         sh(*client, get, base + '/metrics', '300')
@@ -444,6 +515,8 @@ def main():
         print('worker container %s (host pid %d), in its namespace: kernel RetransSegs %d, TCPSynRetrans %d'
               % (cid[:12], wpid, kernel, syn_kernel))
         print('of them settled at close (no retransmit event of the agent counted them): %s' % retrans_settled())
+        witness, lines = trace.report(C_ADDR)
+        print('tracefs witness: ' + witness)
         if kernel < 10:
             fail('only %d retransmits with %d%% loss: the loss rule did not work' % (kernel, LOSS_PERCENT))
         for name, truth in (('tcp_retransmits_total', kernel), ('tcp_synack_retransmits_total', syn_kernel)):
@@ -461,6 +534,7 @@ def main():
                                                              set='tcp') if v > 0}
                 print('  of which SYN-ACK: agent %d, kernel %d; programs the kernel skipped: %s'
                       % (mine_syn + unattributed_syn, syn_kernel, misses or 'none counted'))
+                print('  the tracefs witness\'s events:\n' + '\n'.join('    ' + l for l in lines))
                 fail('%s to %s: the container\'s %d + unattributed %d != the kernel\'s %d in the worker namespace'
                      % (name, C_ADDR, mine, unattributed, truth))
             if unattributed > 0.05 * truth:

@@ -434,8 +434,8 @@ def plot_latency(rows, policy, target, capacity, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    peers = ["llama-server"] if any(r["policy"] == "llama-server" for r in rows) else []
     for ax, metric in zip(axes, ("itl", "ttft")):
-        peers = sorted({r["policy"] for r in rows if r["policy"] == "llama-server"})
         for who, t, style in [(policy, "off", "--"), (policy, target, "-")] + [(p, "off", ":") for p in peers]:
             pts = sorted((r["load"], r) for r in rows if r["policy"] == who and r["target"] == t)
             for q, color in (("p50", "tab:blue"), ("p99", "tab:red")):

@@ -79,28 +79,39 @@ def ring_read(agent):
     return total(agent.scrape(), 'vigil_agent_ringbuf_events_total', set='proc')
 
 
-def running_programs(name):
-    """How many links in the kernel run a program called NAME (bpftool's view)."""
-    progs = json.loads(sh('bpftool', '-j', 'prog', 'show').stdout)
-    ids = {p['id'] for p in progs if p.get('name') == name}
-    return sum(1 for l in json.loads(sh('bpftool', '-j', 'link', 'show').stdout) if l.get('prog_id') in ids)
+def kernel_links():
+    return json.loads(sh('bpftool', '-j', 'link', 'show').stdout)
+
+
+def links_running(agent, name):
+    """Ids of the links AGENT holds (its fd table) that run a program called NAME: another agent on
+    the machine runs its own."""
+    progs = {p['id'] for p in json.loads(sh('bpftool', '-j', 'prog', 'show').stdout) if p.get('name') == name}
+    held = agent.held_bpf_ids()['link_id']
+    return {l['id'] for l in kernel_links() if l['id'] in held and l.get('prog_id') in progs}
 
 
 def mismatch(agent, agent_bin, args, root, failures):
     """The pinned peers map replaced by one of another layout: the next agent cannot reuse the
     maps, so the pinned links (whose programs use the old maps) must be replaced, not left
     running beside its own. Returns the agent now running."""
+    before = links_running(agent, 'send_reset')
     agent.stop()
     peers = os.path.join(root, 'v1', 'tcp', 'peers')
     os.unlink(peers)
     sh('bpftool', 'map', 'create', peers, 'type', 'hash', 'key', '4', 'value', '8', 'entries', '1', 'name', 'peers')
     agent = Agent(agent_bin, CONFIG, args)
     said = [l for l in agent.log_text().splitlines() if 'tcp:' in l]
-    running = running_programs('send_reset')
-    print('pinned peers of another layout: the agent said %s; links running send_reset: %d' % (said, running))
+    running = links_running(agent, 'send_reset')
+    # The pinned link the previous agent ran must be gone, not left beside the new agent's.
+    left = before & {l['id'] for l in kernel_links()}
+    print('pinned peers of another layout: the agent said %s; links running send_reset: previous agent %s '
+          '(still in the kernel: %s), this agent %s' % (said, sorted(before), sorted(left), sorted(running)))
     if not any('do not match this build' in l for l in said) or not any('8 replaced' in l for l in said) \
-            or running != 1:
-        failures.append('pinned maps of another layout: said %s, %d links run send_reset (want 1)' % (said, running))
+            or len(before) != 1 or left or len(running) != 1:
+        failures.append('pinned maps of another layout: said %s, the previous agent ran send_reset in links %s, '
+                        '%s of them still in the kernel, this agent runs it in %s (want one link, the old one gone)'
+                        % (said, sorted(before), sorted(left), sorted(running)))
     return agent
 
 

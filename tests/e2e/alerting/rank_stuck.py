@@ -69,12 +69,24 @@ class Rank:
             fail("rank %d: %r, expected %r" % (self.rank, line, want))
 
 
-def check_cap(agent, binary, ranks, unique_id):
+def segments(unique_id, others=0):
+    """The stand-in's shared-memory files (fake_libnccl.c) of UNIQUE_ID's communicator and of the
+    OTHERS that nccl_ranks' `comms` derives from it: only this test's, other stand-ins may run."""
+    out = []
+    for i in range(others + 1):
+        head = bytearray(unique_id[:8])
+        head[0] ^= i & 0xff
+        head[1] ^= i >> 8
+        out.append('/dev/shm/vigil-fake-nccl-' + head.hex())
+    return out
+
+
+def check_cap(agent, binary, ranks, unique_id, hostile_id):
     """A process with 1 + HOSTILE_COMMS communicators (ids of its own): COMMS_PER_PROCESS tracked,
     the rest counted; the ranks' series as before."""
     before = agent.scrape()
     full_before = sum(v for _, v in select(before, 'vigil_agent_table_full_total', set='nccl'))
-    hostile = Rank(binary, 0, os.urandom(128), nranks=1)
+    hostile = Rank(binary, 0, hostile_id, nranks=1)
     try:
         hostile.send('init')
         hostile.expect('ready')
@@ -134,7 +146,7 @@ def check_stuck_panels(stack, rank):
 def main():
     require_root()
     agent_bin, ranks_bin = sys.argv[1], sys.argv[2]
-    unique_id = os.urandom(128)
+    unique_id, hostile_id = os.urandom(128), os.urandom(128)
     ranks = []
     try:
         with Agent(agent_bin, 'probes: {tcp: false, cuda: false}\ngrace_period: 1s\n') as agent:
@@ -150,7 +162,7 @@ def main():
                 r.expect('done 50')
             time.sleep(0.5)
             check_ids(agent, ranks, unique_id)
-            check_cap(agent, ranks_bin, ranks, unique_id)
+            check_cap(agent, ranks_bin, ranks, unique_id, hostile_id)
 
             with Stack(agent_scrape(agent), RULE_OVERRIDES) as stack:
                 wait_for('agent target up', lambda: stack.targets_up(['vigil-agent']), 30)
@@ -180,7 +192,11 @@ def main():
             if r.p.poll() is None:
                 r.p.kill()
                 r.p.wait()
-        subprocess.run(['sh', '-c', 'rm -f /dev/shm/vigil-fake-nccl-*'])
+        for path in segments(unique_id) + segments(hostile_id, HOSTILE_COMMS):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
     print("ok")
 
 

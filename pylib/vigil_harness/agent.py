@@ -139,19 +139,8 @@ class Agent:
         return self.log.read().decode(errors='replace')
 
     def held_bpf_ids(self):
-        """Program and link ids the agent holds, from its fd table (bpftool 7.1 lacks the pid view)."""
-        ids = {'prog_id': set(), 'link_id': set()}
-        fdinfo = '/proc/%d/fdinfo' % self.proc.pid
-        for fd in os.listdir(fdinfo):
-            try:
-                with open(os.path.join(fdinfo, fd)) as f:
-                    for line in f:
-                        key, _, value = line.partition(':')
-                        if key in ids:
-                            ids[key].add(int(value))
-            except OSError:
-                pass
-        return ids
+        """Program and link ids the agent holds (held_bpf_ids of its pid)."""
+        return held_bpf_ids(self.proc.pid)
 
     def stop(self):
         held = self.held_bpf_ids() if self.proc.poll() is None else None
@@ -178,6 +167,23 @@ class Agent:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def held_bpf_ids(pid, kinds=('prog_id', 'link_id')):
+    """{kind: ids} of the BPF objects process PID holds, from its fd table (bpftool 7.1 lacks the
+    pid view); KINDS are fdinfo keys: prog_id, link_id, map_id."""
+    ids = {k: set() for k in kinds}
+    fdinfo = '/proc/%d/fdinfo' % pid
+    for fd in os.listdir(fdinfo):
+        try:
+            with open(os.path.join(fdinfo, fd)) as f:
+                for line in f:
+                    key, _, value = line.partition(':')
+                    if key in ids:
+                        ids[key].add(int(value))
+        except OSError:
+            pass
+    return ids
 
 
 def wait_released(held, timeout=STOP_TIMEOUT_S):

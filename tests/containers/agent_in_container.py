@@ -28,13 +28,14 @@ usage: agent_in_container.py MODEL_DIR CUDA_WORKLOAD FAKE_LIBCUDA
 import collections
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 import urllib.request
 
-from vigil_harness.agent import parse_metrics, select, sh, total
+from vigil_harness.agent import held_bpf_ids, parse_metrics, select, sh, total
 from vigil_harness.fail import fail, require_root
 from vigil_harness.ports import listen_port
 import podman_flags
@@ -101,15 +102,19 @@ def by_owner(samples, name, peer, cid):
     return mine, unattributed, others
 
 
-def retrans_settled():
+def retrans_settled(agent_pid):
     """Retransmit segments the agent's TCP set counted only when their socket closed (no event of
-    its own counted them: bpf/tcp.bpf.c settle_at_close), summed over CPUs; None if unreadable."""
-    out = subprocess.run(['bpftool', '-j', 'map', 'dump', 'name', 'retrans_settled'],
-                         capture_output=True, text=True)
+    its own counted them: bpf/tcp.bpf.c settle_at_close), summed over CPUs; None if unreadable.
+    The map is the one the agent holds: another agent on the machine has its own."""
+    held = held_bpf_ids(agent_pid, ('map_id',))['map_id']
+    ids = [m['id'] for m in json.loads(sh('bpftool', '-j', 'map', 'show').stdout)
+           if m['id'] in held and m.get('name') == 'retrans_settled']
+    if len(ids) != 1:
+        return 'not found among the agent\'s maps (%d named so)' % len(ids)
+    out = subprocess.run(['bpftool', '-j', 'map', 'dump', 'id', str(ids[0])], capture_output=True, text=True)
     if out.returncode != 0:
         return None
-    # One matching map gives its entries; several (another agent's still loaded, or one without
-    # BTF, whose entries have no 'formatted') give other shapes: only printed, so say so.
+    # Entries without BTF have no 'formatted': only printed, so say so.
     try:
         return sum(c['value'] for e in json.loads(out.stdout) for c in e['formatted']['values'])
     except (KeyError, TypeError, ValueError):
@@ -144,15 +149,17 @@ class RetransmitTrace:
             with open(os.path.join(self.dir, 'events', 'tcp', event, 'enable'), 'w') as f:
                 f.write(on)
 
-    @staticmethod
-    def runs():
-        """Runs and recursion misses of the programs on each event, summed over every loaded
-        program of those names."""
+    def runs(self):
+        """Runs and recursion misses of the agent's programs on each event, summed over its
+        programs of those names (another agent on the machine runs its own)."""
         progs = json.loads(sh('bpftool', '-j', 'prog', 'show').stdout)
-        return {event: [sum(p.get(k, 0) for p in progs if p.get('name') in names) for k in ('run_cnt', 'recursion_misses')]
+        return {event: [sum(p.get(k, 0) for p in progs if p.get('name') in names and p['id'] in self.progs)
+                        for k in ('run_cnt', 'recursion_misses')]
                 for event, names in RetransmitTrace.EVENTS.items()}
 
-    def clear(self):
+    def clear(self, agent_pid):
+        """Starts the witness of the agent in process AGENT_PID (its programs from its fds)."""
+        self.progs = held_bpf_ids(agent_pid, ('prog_id',))['prog_id']
         # Runs read before the trace is cleared, and after it is read: an event in between counts
         # as a run, never as a run missing.
         self.runs_before = self.runs()
@@ -466,9 +473,13 @@ def main():
                 fail('worker container not ready: ' + podman('logs', scene.worker).stderr)
             time.sleep(0.5)
 
-        # (c) the worker's USDT probes, attached through /proc/PID/root.
+        # (c) the worker's USDT probes, attached through /proc/PID/root: the agent's line for this
+        # worker's file, since a worker outside the test has links of its own.
         deadline = time.time() + 60
-        while total(parse_metrics(http(metrics_url)), 'vigil_agent_probes_attached', set='usdt') < 3:
+        attached = re.compile(r'usdt: (\d+) probes attached in /proc/%d/map_files/\S+ -> /usr/local/bin/vigil-worker$'
+                              % wpid)
+        while not any(int(m.group(1)) >= 3
+                      for m in map(attached.search, podman('logs', scene.agent).stderr.splitlines()) if m):
             if time.time() > deadline:
                 fail('USDT probes of the worker in its container not attached: ' + podman('logs', scene.agent).stderr)
             time.sleep(1)
@@ -479,7 +490,8 @@ def main():
         sh(*client, chat, base + '/v1/chat/completions')
 
         # (a) retransmits of the worker container under loss, against its namespace's kernel counter.
-        trace.clear()
+        apid = int(podman('inspect', '--format', '{{.State.Pid}}', scene.agent).stdout.strip())
+        trace.clear(apid)
         before, syn_before = retrans_segs(scene.ns_w), syn_retrans(scene.ns_w)
         scene.loss(LOSS_PERCENT)
         sh(*client, get, base + '/metrics', '300')
@@ -514,7 +526,7 @@ def main():
         # 5 % may be unattributed, or losing the attribution altogether would pass.
         print('worker container %s (host pid %d), in its namespace: kernel RetransSegs %d, TCPSynRetrans %d'
               % (cid[:12], wpid, kernel, syn_kernel))
-        print('of them settled at close (no retransmit event of the agent counted them): %s' % retrans_settled())
+        print('of them settled at close (no retransmit event of the agent counted them): %s' % retrans_settled(apid))
         witness, lines = trace.report(C_ADDR)
         print('tracefs witness: ' + witness)
         if kernel < 10:

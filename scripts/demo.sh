@@ -5,8 +5,22 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build="$root/build/dev"
 model="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
-worker_port=${VIGIL_WORKER_PORT:-8080}
-agent_port=${VIGIL_AGENT_PORT:-9435}
+# The one-shot run (a test) takes loopback ports free now instead of the usual ones, where another
+# worker, agent or Prometheus on the machine would answer in its place.
+if [[ "${VIGIL_DEMO_ONESHOT:-0}" == 1 ]]; then
+  read -r -a ports < <(PYTHONPATH="$root/pylib" python3 -c 'from vigil_harness.ports import listen_port
+ports = set()
+while len(ports) < 5:
+    ports.add(listen_port())
+print(*ports)')
+else
+  ports=(8080 9435 9094 9090 9093)
+fi
+worker_port=${VIGIL_WORKER_PORT:-${ports[0]}}
+agent_port=${VIGIL_AGENT_PORT:-${ports[1]}}
+runbook_port=${VIGIL_RUNBOOK_PORT:-${ports[2]}}
+prometheus_port=${VIGIL_PROMETHEUS_PORT:-${ports[3]}}
+alertmanager_port=${VIGIL_ALERTMANAGER_PORT:-${ports[4]}}
 logs=$(mktemp -d /tmp/vigil-demo.XXXXXX)
 pids=()
 # The demo's agent pins its state under a root of its own, removed when the demo ends: pinned links
@@ -25,6 +39,20 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 0' INT TERM
+
+refuse_taken_ports() {  # a port another process holds would answer in place of the demo's server
+  local name var
+  for name in WORKER AGENT RUNBOOK PROMETHEUS ALERTMANAGER; do
+    var=${name,,}_port
+    if ! python3 -c 'import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))' "${!var}" 2>/dev/null; then
+      echo "demo: port ${!var} is in use by another process (set VIGIL_${name}_PORT to a free one)" >&2
+      exit 1
+    fi
+  done
+}
 
 wait_http() {  # URL, what, log
   for _ in $(seq 1 150); do
@@ -105,19 +133,9 @@ MSG
 # --- Monitoring (alerts/, deploy/alertmanager): Prometheus with Vigil's rules and Alertmanager
 # with its routing, on loopback next to the worker and agent. Receivers are stripped of their
 # integrations (no pager is called from a demo): notifications show in Alertmanager's UI.
-prometheus_port=${VIGIL_PROMETHEUS_PORT:-9090}
-alertmanager_port=${VIGIL_ALERTMANAGER_PORT:-9093}
-runbook_port=${VIGIL_RUNBOOK_PORT:-9094}
-
 start_monitoring() {
   local dir="$logs/monitoring" py
   mkdir -p "$dir"
-  for port in "$prometheus_port" "$alertmanager_port" "$runbook_port"; do
-    if curl -s -o /dev/null "http://127.0.0.1:$port/"; then
-      echo "demo: port $port is in use (set VIGIL_PROMETHEUS_PORT / VIGIL_ALERTMANAGER_PORT / VIGIL_RUNBOOK_PORT)" >&2
-      exit 1
-    fi
-  done
   py=$("$root/tests/alerts/python_env.sh")
   "$py" - "$root/deploy/alertmanager/alertmanager.yml" "$dir/alertmanager.yml" <<'PY'
 import sys, yaml
@@ -186,6 +204,7 @@ where_to_look_monitoring() {
 MSG
 }
 
+refuse_taken_ports
 start_worker
 start_agent
 start_monitoring

@@ -1,6 +1,8 @@
 """VigilCollectiveRankStuck as the stuck-rank tests (NCCL ranks, the worker's tensor-parallel
 ranks) see it through vigil_harness.stack: the windows they shorten, the scrape of the agent, how
-long a page may take, and the pages themselves. A rank is anything with .rank and .pid."""
+long a page may take, and the pages themselves. A rank is anything with .rank and .pid. Only the
+test's own COMMUNICATOR's alerts count: the agent sees every process on the machine, and another
+communicator there may be stuck."""
 import time
 
 from vigil_harness.fail import fail
@@ -29,21 +31,23 @@ def page_budget(slack_s):
     return WAIT_S + FOR_S + 2 * SCRAPE_S + 2 * SCRAPE_S + GROUP_WAIT_S + slack_s
 
 
-def page_alerts(stack, status, since):
-    return [a for t, a in stack.receiver.alerts(PAGE, ALERT, status) if t >= since]
+def page_alerts(stack, status, since, communicator):
+    return [a for t, a in stack.receiver.alerts(PAGE, ALERT, status)
+            if t >= since and a['labels'].get('communicator') == communicator]
 
 
-def check_quiet(stack, while_what):
-    """No ALERT in Prometheus now (firing or pending), WHILE_WHAT."""
-    active = stack.query('ALERTS{alertname="%s"}' % ALERT)
+def check_quiet(stack, while_what, communicator):
+    """No ALERT for COMMUNICATOR in Prometheus now (firing or pending), WHILE_WHAT."""
+    active = stack.query('ALERTS{alertname="%s", communicator="%s"}' % (ALERT, communicator))
     if active:
         fail("%s %s: %s" % (ALERT, while_what, active))
 
 
-def wait_page(stack, since, rank, state, budget):
-    """The first page for ALERT after SINCE; it must name RANK in STATE, and no other alert."""
+def wait_page(stack, since, rank, state, budget, communicator):
+    """The first page for ALERT in COMMUNICATOR after SINCE; it must name RANK in STATE, and no
+    other rank."""
     got = wait_for('%s paging for rank %d (%s)' % (ALERT, rank.rank, state),
-                   lambda: page_alerts(stack, 'firing', since), budget + 30)
+                   lambda: page_alerts(stack, 'firing', since, communicator), budget + 30)
     took = time.time() - since
     names = sorted({(a['labels'].get('rank'), a['labels'].get('state'), a['labels'].get('pid')) for a in got})
     print("paged after %.1f s (budget %.1f s): %s" % (took, budget, names))
@@ -64,10 +68,10 @@ def check_waiting(alert, ranks, stuck):
             fail("description %s rank %d as waiting: %s" % ('lists' if named else 'does not list', r.rank, desc))
 
 
-def wait_resolved(stack, since):
+def wait_resolved(stack, since, communicator):
     """Seconds from SINCE (the stopped rank's SIGCONT) to the first resolved notification of ALERT
-    after it."""
-    wait_for('%s resolved after SIGCONT' % ALERT, lambda: page_alerts(stack, 'resolved', since), 30)
+    in COMMUNICATOR after it."""
+    wait_for('%s resolved after SIGCONT' % ALERT, lambda: page_alerts(stack, 'resolved', since, communicator), 30)
     took = time.time() - since
     print("resolved %.1f s after SIGCONT" % took)
     return took

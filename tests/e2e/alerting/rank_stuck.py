@@ -125,12 +125,13 @@ def check_ids(agent, ranks, unique_id):
                  % (r.rank, labels['rank'], labels['nranks'], value, r.rank, NRANKS))
 
 
-def check_stuck_panels(stack, rank):
-    """The node dashboard's stuck-collective panels while RANK is stuck: the table names it alone
-    and links to its node's dashboard; the age panel has every rank."""
+def check_stuck_panels(stack, rank, comm):
+    """The node dashboard's stuck-collective panels while RANK is stuck, their rows of this test's
+    communicator COMM (other processes on the machine may have their own): the table names it
+    alone and links to its node's dashboard; the age panel has every rank."""
     panels = {p['title']: p for p in json.load(open(NCCL_DASHBOARD))['panels']}
     table, ages = panels['Stuck collectives'], panels['Time since the last collective, by rank']
-    rows = stack.query(substitute(table['targets'][0]['expr']))
+    rows = [r for r in stack.query(substitute(table['targets'][0]['expr'])) if r['metric'].get('communicator') == comm]
     named = sorted((r['metric'].get('rank'), r['metric'].get('node'), r['metric'].get('state')) for r in rows)
     print("dashboard 'Stuck collectives': %s" % named)
     if named != [(str(rank.rank), NODE, 'running')]:
@@ -138,7 +139,8 @@ def check_stuck_panels(stack, rank):
     links = [link['url'] for link in table['fieldConfig']['defaults']['links']]
     if not any('/d/vigil-nccl-tcp/' in u and 'var-node=${__data.fields.node}' in u for u in links):
         fail("'Stuck collectives' has no link to the laggard node's dashboard: %s" % links)
-    got = sorted(r['metric'].get('rank') for r in stack.query(substitute(ages['targets'][0]['expr'])))
+    got = sorted(r['metric'].get('rank') for r in stack.query(substitute(ages['targets'][0]['expr']))
+                 if r['metric'].get('communicator') == comm)
     if got != [str(r) for r in range(NRANKS)]:
         fail("'%s' shows ranks %s, expected 0-%d" % (ages['title'], got, NRANKS - 1))
 
@@ -164,29 +166,30 @@ def main():
             check_ids(agent, ranks, unique_id)
             check_cap(agent, ranks_bin, ranks, unique_id, hostile_id)
 
+            comm = fnv1a64(unique_id)
             with Stack(agent_scrape(agent), RULE_OVERRIDES) as stack:
                 wait_for('agent target up', lambda: stack.targets_up(['vigil-agent']), 30)
                 for r in ranks:
                     r.send('loop')
                 time.sleep(WAIT_S + 2)  # running longer than the threshold: nobody is named
-                check_quiet(stack, 'while every rank runs')
+                check_quiet(stack, 'while every rank runs', comm)
 
                 stopped = ranks[STOPPED]
                 since = time.time()
                 os.kill(stopped.pid, signal.SIGSTOP)
-                alert = wait_page(stack, since, stopped, 'running', page_budget(2))
-                check_stuck_panels(stack, stopped)
+                alert = wait_page(stack, since, stopped, 'running', page_budget(2), comm)
+                check_stuck_panels(stack, stopped, comm)
                 check_waiting(alert, ranks, stopped)
 
                 since = time.time()
                 os.kill(stopped.pid, signal.SIGCONT)
-                wait_resolved(stack, since)
+                wait_resolved(stack, since, comm)
 
                 killed = ranks[KILLED]
                 since = time.time()
                 killed.p.kill()
                 killed.p.wait()
-                wait_page(stack, since, killed, 'gone', page_budget(4))
+                wait_page(stack, since, killed, 'gone', page_budget(4), comm)
     finally:
         for r in ranks:
             if r.p.poll() is None:

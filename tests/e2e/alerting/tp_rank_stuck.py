@@ -60,6 +60,7 @@ def group_series(agent, ranks):
 
 
 def check_group(agent, ranks):
+    """Checks the ranks' series (item 1); returns their communicator."""
     series = wait_for('a tp_comm_collectives_total series for both ranks', lambda: group_series(agent, ranks), 30)
     for r in ranks:
         labels, value = series[r.rank]
@@ -75,6 +76,7 @@ def check_group(agent, ranks):
     counts = [value for _, value in series.values()]
     if max(counts) - min(counts) > 1:
         fail("the ranks' collectives differ by more than 1: %s" % counts)
+    return ids.pop()
 
 
 def tokens(path):
@@ -82,9 +84,10 @@ def tokens(path):
         return f.read().count('"text"')
 
 
-def stop_mid_request(stack, agent, group, stopped, tmp):
-    """A long completion; STOPPED (a rank of GROUP) gets SIGSTOP once tokens flow: the page names
-    it alone, the other rank waits; SIGCONT resolves the page and the completion ends.
+def stop_mid_request(stack, agent, group, comm, stopped, tmp):
+    """A long completion; STOPPED (a rank of GROUP, communicator COMM) gets SIGSTOP once tokens
+    flow: the page names it alone, the other rank waits; SIGCONT resolves the page and the
+    completion ends.
     Returns (seconds to the page, seconds to its resolution)."""
     stream = os.path.join(tmp, 'rank%d.stream' % stopped.rank)
     with open(stream, 'w') as f:
@@ -104,16 +107,16 @@ def stop_mid_request(stack, agent, group, stopped, tmp):
         unread = {r.rank: sum(v for _, v in select(s, 'tp_comm_unread_bytes', pid=r.pid)) for r in group}
         print("1.5 s after the stop: collectives entered %s, unread bytes %s" % (entered, unread))
         state = 'not_reading' if len(set(entered.values())) == 1 else 'running'
-        alert = wait_page(stack, since, stopped, state, page_budget(2))
+        alert = wait_page(stack, since, stopped, state, page_budget(2), comm)
         paged = time.time() - since
         check_waiting(alert, group, stopped)
-        named = {(a['labels'].get('rank'), a['labels'].get('pid')) for a in page_alerts(stack, 'firing', since)}
+        named = {(a['labels'].get('rank'), a['labels'].get('pid')) for a in page_alerts(stack, 'firing', since, comm)}
         if named != {(str(stopped.rank), str(stopped.pid))}:
             fail("pages during the stop name %s, expected rank %d only" % (sorted(named), stopped.rank))
 
         since = time.time()
         os.kill(stopped.pid, signal.SIGCONT)
-        resolved = wait_resolved(stack, since)
+        resolved = wait_resolved(stack, since, comm)
         client.wait(timeout=120)
         with open(stream) as f:
             out = f.read()
@@ -141,13 +144,13 @@ def main():
         with Namespaces() as nets, Agent(agent_bin, config) as agent:
             group = start_group(nets, worker, model, tmp, 'group', TP_TIMEOUT_S)
             try:
-                check_group(agent, group)
+                comm = check_group(agent, group)
                 with Stack(agent_scrape(agent), RULE_OVERRIDES) as stack:
                     wait_for('agent target up', lambda: stack.targets_up(['vigil-agent']), 30)
                     time.sleep(WAIT_S + FOR_S + 3)
-                    check_quiet(stack, 'while the group idles')
+                    check_quiet(stack, 'while the group idles', comm)
                     for stopped in (group[1], group[0]):
-                        figures[stopped.rank] = stop_mid_request(stack, agent, group, stopped, tmp)
+                        figures[stopped.rank] = stop_mid_request(stack, agent, group, comm, stopped, tmp)
                     check_group(agent, group)
             finally:
                 for r in group:

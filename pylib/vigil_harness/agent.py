@@ -1,9 +1,11 @@
 """vigil-agent run by a test or a benchmark: start it, scrape and parse /metrics, run workloads
 under it, check its text with promtool."""
+import contextlib
 import difflib
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -235,6 +237,17 @@ def run_workload(agent, argv, set_name, library, env=None, timeout=15):
     w.stdin.write('\n')
     w.stdin.flush()
     return w, json.loads(w.stdout.readline())
+
+
+@contextlib.contextmanager
+def named_copy(binary, name):
+    """BINARY copied as NAME (at most 15 bytes: a process's comm) into a temporary directory, its
+    path yielded: the series the agent groups by program (comm) are then the test's own, not those
+    of another process of the same program on the machine."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, name)
+        shutil.copy(binary, path)
+        yield path
 
 
 def exit_workload(w):

@@ -6,7 +6,8 @@ normal /proc discovery, and every CUDA metric it exports for the workload's pid 
 workload's own account; the failure log must carry each failure; the series must disappear after
 the grace period once the workload exits. The allocation-size histogram is per container and
 program: a second workload adds to it, and it keeps what the first counted after the first's
-series are gone, until a grace period after both are.
+series are gone, until a grace period after both are. The workload runs as a copy named for the
+test, so that program's series are its own beside other CUDA processes on the machine.
 usage: cuda_driver.py VIGIL_AGENT CUDA_WORKLOAD
 With VIGIL_CUDA_LIBDIR set (a directory holding the real libcuda.so.1), the workload runs on the
 real driver instead (tests/e2e/agent/cuda_real_driver.sh, on a GPU machine)."""
@@ -15,10 +16,12 @@ import shutil
 import sys
 import time
 
-from vigil_harness.agent import Agent, declared_total, exit_workload, promtool_check, run_workload, select, total
+from vigil_harness.agent import (Agent, declared_total, exit_workload, named_copy, promtool_check, run_workload, select,
+                                 total)
 from vigil_harness.fail import fail, require_root
 
 GRACE_S = 1
+COMM = 'cuda-%d' % os.getpid()
 
 
 def expect(name, got, want):
@@ -28,9 +31,9 @@ def expect(name, got, want):
 
 
 def group_sizes(samples):
-    """The allocation-size histogram's samples of the workloads' group (host, cuda_workload)."""
+    """The allocation-size histogram's samples of the workloads' group (host, COMM)."""
     return [(n, l, v) for n, l, v in samples if n.startswith('gpu_memory_allocation_size_bytes')
-            and l.get('comm') == 'cuda_workload' and l.get('container_id') == '']
+            and l.get('comm') == COMM and l.get('container_id') == '']
 
 
 def expect_sizes(samples, sizes, when):
@@ -54,9 +57,9 @@ def by_label(samples, name, pid, label):
 
 def main():
     require_root()
-    agent_bin, workload_bin = sys.argv[1], sys.argv[2]
+    agent_bin = sys.argv[1]
     config = 'probes: {tcp: false, nccl: false}\ngrace_period: %ds\n' % GRACE_S
-    with Agent(agent_bin, config) as agent:
+    with named_copy(sys.argv[2], COMM) as workload_bin, Agent(agent_bin, config) as agent:
         env = dict(os.environ)
         if os.environ.get('VIGIL_CUDA_LIBDIR'):
             env['LD_LIBRARY_PATH'] = os.environ['VIGIL_CUDA_LIBDIR']

@@ -3,26 +3,31 @@
 stand-in libcuda), and every per-process counter the agent exports equals the workload's own
 totals exactly: allocations, small allocations, calls by function, the size histogram's count and
 sum, and the live bytes. A plain `++` on the shared map value loses counts when two threads
-update it on two CPUs at the same time (bpf_atomic_updates checks the bytecode for that form).
+update it on two CPUs at the same time (bpf_atomic_updates checks the bytecode for that form). The
+workload runs as a copy named for the test: the histogram is per program, and another CUDA process
+of the same program on the machine would add to it.
 usage: cuda_threads.py VIGIL_AGENT CUDA_WORKLOAD"""
+import os
 import sys
 import time
 
-from vigil_harness.agent import Agent, run_workload, total
+from vigil_harness.agent import Agent, named_copy, run_workload, total
 from vigil_harness.fail import fail, require_root
 
 THREADS, ITERATIONS = 8, 20000
+COMM = 'cuda-%d' % os.getpid()
 
 
 def main():
     require_root()
-    agent_bin, workload_bin = sys.argv[1], sys.argv[2]
-    with Agent(agent_bin, 'probes: {tcp: false, nccl: false}\n') as agent:
+    agent_bin = sys.argv[1]
+    config = 'probes: {tcp: false, nccl: false}\n'
+    with named_copy(sys.argv[2], COMM) as workload_bin, Agent(agent_bin, config) as agent:
         w, truth = run_workload(agent, [workload_bin, 'threads', str(THREADS), str(ITERATIONS)], 'cuda', 'libcuda.so')
         pid = truth['pid']
         time.sleep(0.5)
         s = agent.scrape()
-        group = {'comm': 'cuda_workload', 'container_id': ''}  # the size histogram is per program
+        group = {'comm': COMM, 'container_id': ''}  # the size histogram is per program
         checks = [
             ('gpu_memory_allocations_total', truth['allocs'], {'pid': pid}),
             ('gpu_memory_small_allocations_total', truth['small_allocs'], {'pid': pid}),

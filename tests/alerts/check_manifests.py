@@ -24,9 +24,10 @@ K8S_VERSIONS = ['1.29.0', '1.37.0']
 CRDS = {'PodMonitor', 'ServiceMonitor', 'PrometheusRule'}
 # The smallest set the container test passes with (tests/containers/agent_in_container.py).
 AGENT_CAPS = {'SYS_ADMIN', 'SYS_PTRACE', 'DAC_READ_SEARCH'}
-AGENT_HOST_PATHS = {'/sys/kernel/btf', '/sys/kernel/tracing', '/var/log/containers', '/sys/fs/bpf'}
-# The one host path the agent writes: its pinned state (docs/deploy.md, Restarts).
-AGENT_WRITABLE_MOUNTS = {'/sys/fs/bpf'}
+AGENT_HOST_PATHS = {'/sys/kernel/btf', '/sys/kernel/tracing', '/var/log/containers', '/sys/fs/bpf/vigil'}
+# The one host path the agent writes: its pinned state (docs/deploy.md, Restarts), the node's
+# /sys/fs/bpf/vigil mounted here and named as the pin root.
+AGENT_WRITABLE_MOUNTS = {'/var/lib/vigil/bpf'}
 errors = []
 
 
@@ -76,6 +77,8 @@ def check_contract(name, objs):
                   name + ': agent mount %s must see the host\'s later mounts (HostToContainer)' % m['mountPath'])
             continue
         check(m.get('readOnly') is True, name + ': agent mount %s must be read-only' % m['mountPath'])
+    pin_root = agent['args'][agent['args'].index('--bpf-pin-root') + 1] if '--bpf-pin-root' in agent['args'] else None
+    check(pin_root in AGENT_WRITABLE_MOUNTS, name + ': agent pin root %s is not its bpffs mount' % pin_root)
     check(agent['livenessProbe']['httpGet']['path'] == '/healthz' and agent['readinessProbe']['httpGet']['path'] == '/readyz',
           name + ': agent probes on /healthz and /readyz')
     check(agent['resources'].get('requests') and agent['resources'].get('limits'), name + ': agent resources')
@@ -96,6 +99,19 @@ def check_contract(name, objs):
           name + ': terminationGracePeriodSeconds %d < preStop %s + drain %d' % (wspec['terminationGracePeriodSeconds'], pre, drain))
     check(cfg['server']['port'] == w['ports'][0]['containerPort'], name + ': worker config port = container port')
     check(w['resources'].get('requests') and w['resources'].get('limits'), name + ': worker resources')
+    api_key = [e for e in w.get('env', []) if e['name'] == 'VIGIL_API_KEY']
+    check(len(api_key) == 1 and 'secretKeyRef' in api_key[0].get('valueFrom', {}), name + ': worker API key from a Secret: %s' % api_key)
+    check('api_key' not in cfg['server'], name + ': an API key in the worker\'s ConfigMap')
+
+    # Each NetworkPolicy selects its pods and admits them on a port they have, from named peers.
+    for np, pods, c in (('vigil-agent', ds, agent), ('vigil-worker', sts, w)):
+        spec = by[('NetworkPolicy', np)]['spec']
+        check(spec['podSelector']['matchLabels'].items() <= pods['spec']['template']['metadata']['labels'].items(),
+              name + ': NetworkPolicy %s selects its pods' % np)
+        check(spec['policyTypes'] == ['Ingress'] and all(r.get('from') for r in spec['ingress']),
+              name + ': NetworkPolicy %s: ingress rules, each from named peers' % np)
+        ports = {p['port'] for r in spec['ingress'] for p in r['ports']}
+        check(ports <= {p['name'] for p in c['ports']}, name + ': NetworkPolicy %s ports %s' % (np, ports))
 
     # prometheus-operator objects: their selectors and ports must reach the pods.
     pm = by[('PodMonitor', 'vigil-agent')]

@@ -45,6 +45,7 @@ LOSS_PERCENT = 5
 W_ADDR, C_ADDR = '10.214.0.1', '10.214.0.2'
 TAG = '%d' % (os.getpid() % 100000)
 LOG_DIR = '/var/log/containers'
+NODE_PINS = '/sys/fs/bpf/vigil'  # the DaemonSet's bpffs volume
 POD, NAMESPACE, CONTAINER = 'vigil-worker-0', 'vigil-test-%s' % TAG, 'worker'
 MODEL = '/models/SmolLM2-135M-Instruct.Q4_1.gguf'
 ADAPTER = 'lora_tiny.gguf'  # in tests/fixtures, mounted at /adapters
@@ -204,8 +205,9 @@ class Scene:
         self.ns_w, self.ns_c = 'vigil-ctw-' + TAG, 'vigil-ctc-' + TAG
         self.agent, self.worker = 'vigil-test-agent-' + TAG, 'vigil-test-worker-' + TAG
         self.state = '/tmp/vigil-container-test-' + TAG
-        # The agent pins its state on the host's bpffs; a test's own root keeps a deployment's
-        # pins (and other tests') out of it, and is removed with the containers.
+        # The agent pins its state on the host's bpffs; the test's own directory, mounted where
+        # the DaemonSet mounts the node's /sys/fs/bpf/vigil, keeps a deployment's pins (and other
+        # tests') out of it, and is removed with the containers.
         self.pins = '/sys/fs/bpf/vigil-container-test-' + TAG
 
     def __enter__(self):
@@ -221,6 +223,7 @@ class Scene:
             sh('ip', '-n', ns, 'link', 'set', dev, 'up')
             sh('ip', '-n', ns, 'link', 'set', 'lo', 'up')
         os.makedirs(self.state, exist_ok=True)
+        os.makedirs(self.pins, exist_ok=True)  # as the kubelet does for the DirectoryOrCreate volume
         return self
 
     def loss(self, percent):
@@ -257,11 +260,13 @@ def seccomp_mode(name):
 
 
 def agent_args(scene, port, drop=None, pins=True):
-    """The agent's podman flags from the chart; with PINS, its pin root the scene's own."""
+    """The agent's podman flags from the chart; with PINS, the scene's pin directory mounted in
+    place of the node's (the pin root inside the container stays the DaemonSet's)."""
     args = podman_flags.podman_args(podman_flags.render_chart(), 'vigil-agent', scene.state,
                                     publish='127.0.0.1:%d:9435' % port)
     if pins:
-        args += ['--bpf-pin-root', scene.pins]
+        at = next(i for i, a in enumerate(args) if a.startswith(NODE_PINS + ':'))
+        args[at] = scene.pins + args[at][len(NODE_PINS):]
     if drop:
         caps = next(a for a in args if a.startswith('--cap-add='))
         kept = [c for c in caps.split('=', 1)[1].split(',') if c != drop]

@@ -75,7 +75,7 @@ def second_image(version):
 
 
 def start_agent(scene, port, image, pins):
-    args = agent_args(scene, port) if pins else agent_args(scene, port, pins=False) + ['--bpf-pin-root', '']
+    args = agent_args(scene, port) if pins else agent_args(scene, port) + ['--bpf-pin-root', '']
     image_at = next(i for i, a in enumerate(args) if a.startswith('vigil/agent:') or a.startswith('localhost/vigil'))
     args[image_at] = image
     t0 = time.time()

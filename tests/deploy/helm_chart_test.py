@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """deploy/helm/vigil through Helm's own engine (helm-python-sdk: Helm's Go packages as a library):
 `helm lint --strict`, values.schema.json refusing wrong types, every agent config key reaching the
-agent's ConfigMap, the monitor, NetworkPolicy and dashboard toggles, and the PrometheusRule and
-dashboards equal to the generated files (alerts/generated, dashboards/generated).
+agent's ConfigMap, the monitor and dashboard toggles, the install closed by default (#46: the
+worker's key from a Secret, both NetworkPolicies, only /sys/fs/bpf/vigil mounted), and the
+PrometheusRule and dashboards equal to the generated files (alerts/generated, dashboards/generated).
 usage: helm_chart_test.py"""
 import glob
 import json
@@ -53,7 +54,12 @@ def schema_refuses():
                 {'agent': {'networkPolicy': {'enabled': True, 'from': [{}]}}},
                 {'agent': {'webConfig': {'probes': 'exec'}}},
                 {'agent': {'webConfig': {'file': 'web/web.yml'}}},
-                {'agent': {'imagee': {}}}):
+                {'agent': {'imagee': {}}},
+                {'worker': {'config': {'server': {'api_key': 'sk-in-a-configmap'}}}},
+                {'worker': {'apiKey': {'existingSecret': 'Worker_Key'}}},
+                {'worker': {'apiKey': {'key': 'a/b'}}},
+                {'worker': {'networkPolicy': {'clients': [{}]}}},
+                {'worker': {'networkPolicy': {'scraper': {'podSelector': {}}}}}):
         try:
             podman_flags.render_chart(bad)
             errors.append('values accepted, the schema should refuse them: %s' % json.dumps(bad))
@@ -105,15 +111,90 @@ def monitors():
     print('monitors: PodMonitor by default, ServiceMonitor + headless Service, sampleLimit, relabelings, off')
 
 
-def network_policy():
-    check(('NetworkPolicy', 'vigil-agent') not in objects(), 'NetworkPolicy off by default')
+SCRAPER = {'namespaceSelector': {'matchLabels': {'kubernetes.io/metadata.name': 'monitoring'}},
+           'podSelector': {'matchLabels': {'app.kubernetes.io/name': 'prometheus'}}}
+
+
+def network_policies():
+    """Both on by default: the agent's admits the scraper, the worker's its namespace's pods and
+    the scraper, each to its one port; off, or opened, by values."""
+    objs = objects()
+    agent = objs.get(('NetworkPolicy', 'vigil-agent'))
+    check(agent is not None and agent['spec']['podSelector']['matchLabels'] == {'app.kubernetes.io/name': 'vigil-agent'}
+          and agent['spec']['policyTypes'] == ['Ingress']
+          and agent['spec']['ingress'] == [{'from': [SCRAPER], 'ports': [{'port': 'metrics', 'protocol': 'TCP'}]}],
+          'agent NetworkPolicy by default, only the scraper, only metrics: %s' % (agent and agent['spec']))
+    worker = objs.get(('NetworkPolicy', 'vigil-worker'))
+    check(worker is not None and worker['metadata']['namespace'] == 'vigil'
+          and worker['spec']['podSelector']['matchLabels'] == {'app.kubernetes.io/name': 'vigil-worker'}
+          and worker['spec']['policyTypes'] == ['Ingress']
+          and worker['spec']['ingress'] == [{'from': [{'podSelector': {}}, SCRAPER], 'ports': [{'port': 'http', 'protocol': 'TCP'}]}],
+          'worker NetworkPolicy by default, its namespace\'s pods and the scraper, only http: %s' % (worker and worker['spec']))
     scraper = {'namespaceSelector': {'matchLabels': {'kubernetes.io/metadata.name': 'observability'}},
                'podSelector': {'matchLabels': {'app': 'vmagent'}}}
-    np = objects({'agent': {'networkPolicy': {'enabled': True, 'from': [scraper]}}})[('NetworkPolicy', 'vigil-agent')]
-    check(np['spec']['podSelector']['matchLabels'] == {'app.kubernetes.io/name': 'vigil-agent'}, 'policy selects the agent')
-    check(np['spec']['policyTypes'] == ['Ingress'] and np['spec']['ingress'] == [
-        {'from': [scraper], 'ports': [{'port': 'metrics', 'protocol': 'TCP'}]}], 'only the scraper, only metrics: %s' % np['spec'])
-    print('NetworkPolicy: %s' % json.dumps(np['spec']))
+    gateway = {'namespaceSelector': {'matchLabels': {'kubernetes.io/metadata.name': 'gateway'}}}
+    objs = objects({'agent': {'networkPolicy': {'from': [scraper]}},
+                    'worker': {'networkPolicy': {'clients': [gateway], 'scraper': [scraper]}}})
+    check(objs[('NetworkPolicy', 'vigil-agent')]['spec']['ingress'][0]['from'] == [scraper], 'agent from replaced')
+    check(objs[('NetworkPolicy', 'vigil-worker')]['spec']['ingress'][0]['from'] == [gateway, scraper], 'worker peers replaced')
+    # No peer at all admits nobody (but the node): never a rule without `from`, which admits everyone.
+    closed = objects({'worker': {'networkPolicy': {'clients': [], 'scraper': []}}})[('NetworkPolicy', 'vigil-worker')]
+    check(closed['spec']['ingress'] == [], 'worker with no peers: %s' % closed['spec'])
+    objs = objects({'agent': {'networkPolicy': {'enabled': False}}, 'worker': {'networkPolicy': {'enabled': False}}})
+    check(not any(k == 'NetworkPolicy' for k, _ in objs), 'NetworkPolicies off: %s' % sorted(objs))
+    print('NetworkPolicies: on by default (agent: the scraper to metrics; worker: its namespace and the scraper to http), peers replaced, none admits nobody, off')
+
+
+def worker_env(values=None):
+    return objects(values)[('StatefulSet', 'vigil-worker')]['spec']['template']['spec']['containers'][0].get('env')
+
+
+def worker_api_key():
+    """VIGIL_API_KEY from the Secret named by worker.apiKey (default vigil-worker-api-key, key
+    "key"), never a value in the manifests; "" serves /v1/* open and keeps the NetworkPolicy."""
+    key_from = lambda name, key: {'name': 'VIGIL_API_KEY', 'valueFrom': {'secretKeyRef': {'name': name, 'key': key}}}
+    env = worker_env()
+    check(env == [key_from('vigil-worker-api-key', 'key')], 'default worker env %s' % env)
+    extra = {'name': 'OMP_NUM_THREADS', 'value': '4'}
+    env = worker_env({'worker': {'apiKey': {'existingSecret': 'llm-key', 'key': 'token'}, 'extraEnv': [extra]}})
+    check(env == [key_from('llm-key', 'token'), extra], 'worker env with another Secret and extraEnv %s' % env)
+    objs = objects({'worker': {'apiKey': {'existingSecret': ''}}})
+    env = objs[('StatefulSet', 'vigil-worker')]['spec']['template']['spec']['containers'][0].get('env')
+    check(env is None, 'existingSecret "" still renders env %s' % env)
+    check(('NetworkPolicy', 'vigil-worker') in objs, 'existingSecret "" drops the worker NetworkPolicy')
+    cfg = yaml.safe_load(objects()[('ConfigMap', 'vigil-worker')]['data']['worker.yaml'])
+    check('api_key' not in cfg['server'] and not cfg['server'].get('metrics_need_key'),
+          'the scrape needs no key by default: %s' % cfg['server'])
+    try:
+        objects({'worker': {'config': {'server': {'api_key': 'sk-test'}}}})
+        errors.append('worker.config.server.api_key accepted: the key would be in the ConfigMap')
+    except podman_flags.ManifestError as e:
+        check('/worker/config/server/api_key' in str(e), 'the refusal does not name the key: %s' % e)
+    schema = json.load(open(os.path.join(CHART, 'values.schema.json')))
+    why = schema['properties']['worker']['properties']['config']['properties']['server']['properties']['api_key']
+    check('worker.apiKey.existingSecret' in why.get('description', ''), 'the schema does not say where the key goes: %s' % why)
+    try:
+        objects({'worker': {'apiKey': {'existingSecret': ''}, 'config': {'server': {'metrics_need_key': True}}}})
+        errors.append('metrics_need_key without a key rendered (the worker refuses it at start)')
+    except podman_flags.ManifestError as e:
+        check('worker.apiKey.existingSecret' in str(e), 'metrics_need_key without a key: %s' % e)
+    print('worker key: VIGIL_API_KEY from Secret vigil-worker-api-key by default, another Secret and key, "" open, '
+          'none in worker.config, metrics_need_key needs one')
+
+
+def agent_bpffs():
+    """Only the node's /sys/fs/bpf/vigil, created if missing, mounted read-write outside the
+    container's /sys and named as the agent's pin root."""
+    pod = objects()[('DaemonSet', 'vigil-agent')]['spec']['template']['spec']
+    c = pod['containers'][0]
+    host = {v['name']: v['hostPath'] for v in pod['volumes'] if 'hostPath' in v}
+    check(host.get('bpffs') == {'path': '/sys/fs/bpf/vigil', 'type': 'DirectoryOrCreate'}, 'bpffs volume %s' % host.get('bpffs'))
+    check(not any(h['path'] == '/sys/fs/bpf' for h in host.values()), 'the whole /sys/fs/bpf is mounted: %s' % host)
+    mount = [m for m in c['volumeMounts'] if m['name'] == 'bpffs']
+    check(mount == [{'name': 'bpffs', 'mountPath': '/var/lib/vigil/bpf', 'mountPropagation': 'HostToContainer'}],
+          'bpffs mount %s' % mount)
+    check(c['args'][-2:] == ['--bpf-pin-root', '/var/lib/vigil/bpf'], 'the pin root is not the mount: %s' % c['args'])
+    print('bpffs: /sys/fs/bpf/vigil (DirectoryOrCreate) at /var/lib/vigil/bpf, --bpf-pin-root there')
 
 
 def web_config():
@@ -178,7 +259,9 @@ def main():
     schema_refuses()
     agent_config_passes_through()
     monitors()
-    network_policy()
+    network_policies()
+    worker_api_key()
+    agent_bpffs()
     web_config()
     rules_and_dashboards()
     for e in errors:

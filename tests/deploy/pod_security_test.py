@@ -17,7 +17,7 @@ ENFORCE = 'pod-security.kubernetes.io/enforce'
 # The agent's reasons to be privileged: each is in docs/deploy.md's privilege table.
 AGENT_BASELINE_VIOLATIONS = {'Host Namespaces: spec.hostPID', "Capabilities: containers[agent] adds ['DAC_READ_SEARCH', 'SYS_ADMIN', 'SYS_PTRACE']",
                              'HostPath Volumes: btf (/sys/kernel/btf)', 'HostPath Volumes: tracing (/sys/kernel/tracing)',
-                             'HostPath Volumes: container-logs (/var/log/containers)', 'HostPath Volumes: bpffs (/sys/fs/bpf)'}
+                             'HostPath Volumes: container-logs (/var/log/containers)', 'HostPath Volumes: bpffs (/sys/fs/bpf/vigil)'}
 errors = []
 
 
@@ -107,7 +107,7 @@ def main():
         check_render('kustomize ' + target, podman_flags.render(target))
     check_render('helm defaults', podman_flags.render_chart())
     check_render('helm toggles', podman_flags.render_chart({
-        'agent': {'monitor': {'kind': 'ServiceMonitor'}, 'networkPolicy': {'enabled': True}},
+        'agent': {'monitor': {'kind': 'ServiceMonitor'}, 'networkPolicy': {'enabled': False}},
         'worker': {'replicas': 3, 'extraVolumes': [{'name': 'cache', 'emptyDir': {}}],
                    'extraVolumeMounts': [{'name': 'cache', 'mountPath': '/cache'}]}}))
     for e in errors:

@@ -22,7 +22,7 @@ CRD_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'crds')
 ALL_TOGGLES = {
     'agent': {'monitor': {'kind': 'ServiceMonitor', 'sampleLimit': 50000,
                           'relabelings': [{'targetLabel': 'cluster', 'replacement': 'a'}], 'labels': {'release': 'kps'}},
-              'networkPolicy': {'enabled': True}, 'podLabels': {'team': 'sre'}, 'podAnnotations': {'a': 'b'},
+              'networkPolicy': {'from': [{'namespaceSelector': {}}]}, 'podLabels': {'team': 'sre'}, 'podAnnotations': {'a': 'b'},
               'extraEnv': [{'name': 'TZ', 'value': 'UTC'}],
               'extraVolumes': [{'name': 'debugfs', 'hostPath': {'path': '/sys/kernel/debug', 'type': 'Directory'}}],
               'extraVolumeMounts': [{'name': 'debugfs', 'mountPath': '/sys/kernel/debug', 'readOnly': True}],
@@ -30,7 +30,9 @@ ALL_TOGGLES = {
                   {'matchExpressions': [{'key': 'kubernetes.io/os', 'operator': 'In', 'values': ['linux']}]}]}}}},
     'worker': {'monitor': {'kind': 'PodMonitor', 'sampleLimit': 10000}, 'image': {'pullPolicy': 'Always'},
                'priorityClassName': 'high', 'updateStrategy': {'type': 'RollingUpdate'},
-               'tolerations': [{'key': 'nvidia.com/gpu', 'operator': 'Exists', 'effect': 'NoSchedule'}]},
+               'tolerations': [{'key': 'nvidia.com/gpu', 'operator': 'Exists', 'effect': 'NoSchedule'}],
+               'apiKey': {'existingSecret': 'llm-key', 'key': 'token'}, 'extraEnv': [{'name': 'TZ', 'value': 'UTC'}],
+               'networkPolicy': {'clients': [], 'scraper': []}},
     'prometheusRule': {'labels': {'release': 'kps'}, 'namespace': 'monitoring'},
     'dashboards': {'namespace': 'grafana'},
 }

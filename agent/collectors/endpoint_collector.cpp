@@ -21,7 +21,9 @@ std::vector<prometheus::MetricFamily> EndpointCollector::Collect() const {
   auto rejected = make_family("vigil_agent_http_rejected_total",
                               "Connections the agent's HTTP endpoint cut, by reason: cap (closed to make room), "
                               "deadline (no answer within the request deadline), too_large (431), bad_request (400), "
-                              "tls_handshake (TLS handshake failed), not_tls (plain HTTP on the TLS endpoint).",
+                              "tls_handshake (TLS handshake failed), not_tls (plain HTTP on the TLS endpoint), auth_busy (503: "
+                              "the password checks' queue was full), auth_gone (the client hung up before its "
+                              "password was checked).",
                               MetricType::Counter);
   for (HttpRejection r : kHttpRejections)
     add_sample(rejected, {{"reason", rejection_name(r)}}, static_cast<double>(http_.rejections(r)));

@@ -5,9 +5,12 @@
 #include <crypt.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <strings.h>
 
 namespace vigil::agent {
@@ -46,14 +49,32 @@ std::optional<BasicAuth::Credentials> BasicAuth::decode(const std::string& autho
   return Credentials{raw.substr(0, colon), raw.substr(colon + 1)};
 }
 
-BasicAuth::Digest BasicAuth::cache_key(const std::string& user, const std::string& hash, const std::string& password) {
+BasicAuth::BasicAuth() {
+  if (RAND_bytes(key_.data(), static_cast<int>(key_.size())) != 1)
+    throw std::runtime_error("basic auth: no random bytes for the verdict cache's key (RAND_bytes)");
+}
+
+void BasicAuth::Verdicts::add(const Digest& d) {
+  if (!keys_.insert(d).second) return;
+  order_.push_back(d);
+  if (order_.size() > kCacheSize) {
+    keys_.erase(order_.front());
+    order_.pop_front();
+  }
+}
+
+BasicAuth::Digest BasicAuth::cache_key(const std::string& user, const std::string& hash,
+                                       const std::string& password) const {
   std::string material;
   for (const std::string* part : {&user, &hash, &password}) {
     material += std::to_string(part->size()) + ":";  // length-prefixed: no two triples share bytes
     material += *part;
   }
   Digest d{};
-  EVP_Digest(material.data(), material.size(), d.data(), nullptr, EVP_sha256(), nullptr);
+  unsigned int n = 0;
+  HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()), reinterpret_cast<const unsigned char*>(material.data()),
+       material.size(), d.data(), &n);
+  OPENSSL_cleanse(material.data(), material.size());
   return d;
 }
 
@@ -64,7 +85,8 @@ std::optional<bool> BasicAuth::cached(const Users& users, const std::string& aut
   const std::string& hash = user == users.end() ? std::string(kUnknownUserHash) : user->second;
   Digest key = cache_key(credentials->user, hash, credentials->password);
   std::lock_guard lock(mu_);
-  if (auto it = verdicts_.find(key); it != verdicts_.end()) return it->second;
+  if (good_.contains(key)) return true;
+  if (bad_.contains(key)) return false;
   return std::nullopt;
 }
 
@@ -77,8 +99,7 @@ bool BasicAuth::check(const Users& users, const std::string& authorization) {
   const bool ok = crypt_matches(credentials->password, hash) && known;
   Digest key = cache_key(credentials->user, hash, credentials->password);
   std::lock_guard lock(mu_);
-  if (verdicts_.size() >= kCacheSize) verdicts_.clear();  // a flood of guesses costs bcrypt, not memory
-  verdicts_[key] = ok;
+  (ok ? good_ : bad_).add(key);
   return ok;
 }
 

@@ -6,14 +6,19 @@
 // are those holding one without having asked anything. Slow routes (the scrape) run on a render
 // thread of their own, so /healthz is answered while a scrape runs or waits for a lock.
 // With a TLS web config the handshake runs inside the same deadline (a client that never finishes
-// it is cut like one that never sends its head), and bcrypt runs on an auth thread of its own.
+// it is cut like one that never sends its head), and bcrypt runs on an auth thread of its own, one
+// check at a time from a short queue: past it a request with credentials the verdict cache does
+// not know is answered 503 at once, and a client that hung up while waiting is never checked, so a
+// flood of wrong passwords costs neither memory nor the scraper whose verdict is cached.
 #include "export/http_server.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <array>
 #include <cerrno>
 #include <cstdio>
+#include <deque>
 #include <exception>
 #include <list>
 #include <optional>
@@ -78,6 +83,8 @@ HttpResponse plain(int status, std::string body) { return {status, "text/plain; 
 // request to an HTTPS server"), so a scraper shows the same reason it shows for Go exporters.
 const char kPlainOnTls[] = "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
 constexpr unsigned char kTlsHandshakeRecord = 0x16;  // RFC 8446 5.1 ContentType handshake
+// Password checks waiting for the auth thread: at ~50 ms of bcrypt each, the last waits 0.2 s.
+constexpr size_t kMaxPendingChecks = 4;
 
 class Connection;
 
@@ -112,6 +119,7 @@ class Endpoint {
   void make_room();
   void dispatch(const std::shared_ptr<Connection>& c, const RequestHead& head);
   void unauthorized(const std::shared_ptr<Connection>& c);
+  void run_next_check();
   void start_render(size_t route);
   void rendered(size_t route, const HttpResponse& answer);
 
@@ -128,6 +136,12 @@ class Endpoint {
   Headers headers_;                     // the web config's, as of the last connection accepted
   net::thread_pool render_thread_{1};
   net::thread_pool auth_thread_{1};     // bcrypt, one check at a time (exporter-toolkit's bcryptMtx)
+  struct PendingCheck {
+    std::weak_ptr<Connection> connection;  // a connection closed meanwhile is not checked
+    RequestHead head;
+  };
+  std::deque<PendingCheck> checks_;  // waiting for the auth thread, at most kMaxPendingChecks
+  bool checking_ = false;            // a check is on the auth thread
   std::thread io_thread_;
 };
 
@@ -152,8 +166,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   Stage stage() const { return stage_; }
+  // The client closed or reset its end: nobody will read an answer (its request is already read).
+  bool peer_gone() {
+    pollfd p{lowest().native_handle(), POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+  }
   void answering() { stage_ = Stage::kAnswering; }
   const ActiveWebConfig* web() const { return web_.get(); }
+  const std::shared_ptr<const ActiveWebConfig>& web_config() const { return web_; }
 
   void respond(const Bytes& bytes, int status) {
     if (stage_ == Stage::kClosed) return;
@@ -400,16 +420,42 @@ void Endpoint::route(const std::shared_ptr<Connection>& c, const RequestHead& he
     if (r.answered_inline && r.path == head.path) return dispatch(c, head);
   std::optional<bool> known = web_->basic_auth().cached(web->config.users, head.authorization);
   if (known) return *known ? dispatch(c, head) : unauthorized(c);
+  if (checks_.size() >= kMaxPendingChecks) {
+    Headers headers = headers_;
+    headers.emplace_back("Retry-After", "1");
+    stats_.rejected(HttpRejection::kAuthBusy);
+    return c->respond(serialize(plain(503, "too many password checks pending; retry later\n"), headers), 503);
+  }
   c->answering();
-  net::post(auth_thread_, [this, c, head]() mutable {
-    bool ok = web_->basic_auth().check(c->web()->config.users, head.authorization);
-    // The connection moves back with the verdict: its last reference must never drop here,
-    // off the I/O thread that owns it.
-    net::post(ioc_, [this, c = std::move(c), head = std::move(head), ok] {
-      if (c->stage() == Connection::Stage::kClosed) return;
-      ok ? dispatch(c, head) : unauthorized(c);
+  checks_.push_back({c, head});
+  run_next_check();
+}
+
+void Endpoint::run_next_check() {
+  while (!checking_ && !checks_.empty()) {
+    PendingCheck next = std::move(checks_.front());
+    checks_.pop_front();
+    std::shared_ptr<Connection> c = next.connection.lock();
+    if (!c || c->stage() == Connection::Stage::kClosed) continue;
+    if (c->peer_gone()) {
+      stats_.rejected(HttpRejection::kAuthGone);
+      c->close();
+      continue;
+    }
+    checking_ = true;
+    // Only the connection's weak reference leaves the I/O thread that owns it; the users are the
+    // connection's web config's, immutable.
+    std::weak_ptr<Connection> weak = c;
+    net::post(auth_thread_, [this, weak, web = c->web_config(), head = std::move(next.head)]() mutable {
+      bool ok = web_->basic_auth().check(web->config.users, head.authorization);
+      net::post(ioc_, [this, weak, head = std::move(head), ok] {
+        checking_ = false;
+        if (auto checked = weak.lock(); checked && checked->stage() != Connection::Stage::kClosed)
+          ok ? dispatch(checked, head) : unauthorized(checked);
+        run_next_check();
+      });
     });
-  });
+  }
 }
 
 void Endpoint::unauthorized(const std::shared_ptr<Connection>& c) {

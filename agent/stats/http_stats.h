@@ -1,7 +1,7 @@
 // What the agent's HTTP endpoint counts about itself: connections open, answers by status code,
 // and connections it cut (at the connection cap, at the deadline, for an oversized or malformed
-// request head, a failed TLS handshake), and the web config's reloads. Written by the I/O thread,
-// read at scrape time: atomics, no lock.
+// request head, a failed TLS handshake, a password check it could not queue or no longer needed),
+// and the web config's reloads. Written by the I/O thread, read at scrape time: atomics, no lock.
 #pragma once
 
 #include <array>
@@ -19,10 +19,13 @@ enum class HttpRejection : size_t {
   kBadRequest,  // request head that is not HTTP/1.x (400)
   kTlsHandshake,  // TLS handshake failed (no or unverified client certificate, no common version)
   kNotTls,        // plain HTTP sent to the TLS endpoint (400, as Go's servers answer it)
+  kAuthBusy,      // credentials not in the verdict cache while the password checks' queue was full (503)
+  kAuthGone,      // the client hung up while its password check waited: closed, never checked
 };
-inline constexpr std::array<HttpRejection, 6> kHttpRejections = {
+inline constexpr std::array<HttpRejection, 8> kHttpRejections = {
     HttpRejection::kCap,        HttpRejection::kDeadline,     HttpRejection::kTooLarge,
-    HttpRejection::kBadRequest, HttpRejection::kTlsHandshake, HttpRejection::kNotTls};
+    HttpRejection::kBadRequest, HttpRejection::kTlsHandshake, HttpRejection::kNotTls,
+    HttpRejection::kAuthBusy,   HttpRejection::kAuthGone};
 
 inline const char* rejection_name(HttpRejection r) {
   switch (r) {
@@ -32,6 +35,8 @@ inline const char* rejection_name(HttpRejection r) {
     case HttpRejection::kBadRequest: return "bad_request";
     case HttpRejection::kTlsHandshake: return "tls_handshake";
     case HttpRejection::kNotTls: return "not_tls";
+    case HttpRejection::kAuthBusy: return "auth_busy";
+    case HttpRejection::kAuthGone: return "auth_gone";
   }
   return "unknown";
 }

@@ -155,7 +155,11 @@ int serve_command(int argc, char** argv) {
     if (o.port) config.server.port = *o.port;
     if (o.adapter_dir) config.server.adapter_dir = *o.adapter_dir;
     ApiAccess& access = config.server.access;
-    if (const char* env = std::getenv("VIGIL_API_KEY"); env && *env) access.api_key = env;
+    if (const char* env = std::getenv("VIGIL_API_KEY")) {
+      // Set but empty is a Secret or template gone wrong, not a wish for an open API.
+      if (!*env) throw ServeConfigError("VIGIL_API_KEY", 0, "set but empty; unset it to serve /v1/* without a key");
+      access.api_key = env;
+    }
     if (o.api_key) access.api_key = *o.api_key;
     access.metrics_need_key = access.metrics_need_key || o.metrics_need_key;
     access.allow_runtime_adapters = access.allow_runtime_adapters || o.allow_runtime_adapters;
@@ -210,9 +214,10 @@ int serve_command(int argc, char** argv) {
   HttpServer server(service, metrics, config.server, name, true);
   report_step_target(service.stats().step_target);
   std::fprintf(stderr,
-               "vigil-worker: serving %s as '%s' on http://%s:%u (backend %s, %d engine threads, policy %s, "
+               "vigil-worker: serving %s as '%s' on http://%s:%u (%s; backend %s, %d engine threads, policy %s, "
                "context %d, %d KV blocks of %d)\n",
                o.model.c_str(), name.c_str(), config.server.host.c_str(), server.port(),
+               config.server.access.api_key.empty() ? "/v1/* open: no API key" : "/v1/* needs the API key",
                service.backend_description().c_str(),
                config.engine.threads, std::string(policy_name(config.engine.policy)).c_str(),
                config.engine.max_context, config.engine.kv_blocks, config.engine.kv_block_size);

@@ -60,10 +60,8 @@ Api::Api(ModelService& service, WorkerMetrics& metrics, ServerState& state, std:
 
 Routed Api::route(std::string_view method, std::string_view target, std::string_view authorization,
                   std::string_view body, CompletionJob::Clock::time_point arrival) {
+  if (auto refused = check_key(target, authorization)) return {std::move(*refused), nullptr};
   std::string_view path = target.substr(0, target.find('?'));
-  const bool needs_key = path.starts_with("/v1/") || (path == "/metrics" && access_.metrics_need_key);
-  if (needs_key && !access_.api_key.empty() && !bearer_matches(authorization, access_.api_key))
-    return {unauthorized(), nullptr};
   const bool get = method == "GET";
   const bool post = method == "POST";
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
@@ -93,6 +91,14 @@ Routed Api::route(std::string_view method, std::string_view target, std::string_
   if (path == "/v1/models")
     return {json_reply(200, models_body(model_name_, service_.adapters(), created_, service_.config().max_context)), nullptr};
   return {error_reply({404, "not_found_error", "no such endpoint: " + std::string(path), "", "not_found"}), nullptr};
+}
+
+std::optional<HttpReply> Api::check_key(std::string_view target, std::string_view authorization) {
+  std::string_view path = target.substr(0, target.find('?'));
+  const bool needs_key = path.starts_with("/v1/") || (path == "/metrics" && access_.metrics_need_key);
+  if (!needs_key || access_.api_key.empty() || bearer_matches(authorization, access_.api_key)) return std::nullopt;
+  metrics_.rejected(Rejection::kUnauthorized);
+  return unauthorized();
 }
 
 HttpReply Api::reject(Rejection why, ApiError error) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -47,6 +48,9 @@ class Api {
   // `authorization`: the request's Authorization header value, empty when absent.
   Routed route(std::string_view method, std::string_view target, std::string_view authorization,
                std::string_view body, CompletionJob::Clock::time_point arrival);
+  // The 401 (counted) when `target` needs the API key and `authorization` does not carry it; read
+  // from the request head, before any body.
+  std::optional<HttpReply> check_key(std::string_view target, std::string_view authorization);
   // Submits a routed job. Accepted: the engine's id. Refused: the error reply to send instead.
   std::variant<uint64_t, HttpReply> submit(CompletionJob& job, EventSink sink);
   void cancel(uint64_t id) { service_.cancel(id); }

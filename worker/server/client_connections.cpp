@@ -4,9 +4,14 @@
 namespace vigil {
 
 std::string ClientConnections::key(const boost::asio::ip::address& address) {
-  if (address.is_v6() && address.to_v6().is_v4_mapped())
-    return boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, address.to_v6()).to_string();
-  return address.to_string();
+  if (address.is_v4()) return address.to_string();
+  const auto v6 = address.to_v6();
+  if (v6.is_v4_mapped()) return boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, v6).to_string();
+  // One IPv6 host is usually given a whole /64 (RFC 7421): per address it could open a connection
+  // from each of 2^64 sources.
+  auto bytes = v6.to_bytes();
+  for (size_t i = 8; i < bytes.size(); ++i) bytes[i] = 0;
+  return boost::asio::ip::address_v6(bytes).to_string() + "/64";
 }
 
 int ClientConnections::count(const std::string& client) {

@@ -12,8 +12,9 @@ namespace vigil {
 
 class ClientConnections {
  public:
-  // The address a limit applies to: an IPv4-mapped IPv6 address (::ffff:a.b.c.d, what a dual-stack
-  // listener sees for IPv4 clients) counts as the IPv4 address it carries.
+  // The address a limit applies to: an IPv4 address; an IPv4-mapped IPv6 address (::ffff:a.b.c.d,
+  // what a dual-stack listener sees for IPv4 clients) as the IPv4 address it carries; any other
+  // IPv6 address as its /64 ("2001:db8:1:2::/64").
   static std::string key(const boost::asio::ip::address& address);
 
   int count(const std::string& client);

@@ -21,6 +21,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
 
+// A closing connection reads what the client still sends for this long in all, however it trickles.
 constexpr std::chrono::seconds kLingerTimeout{2};
 constexpr const char* kServerName = "vigil-worker";
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -73,12 +74,12 @@ HttpSession::HttpSession(net::ip::tcp::socket&& socket, Api& api, const ServerCo
       state_(state),
       admission_(admission),
       client_(std::move(client)) {
-  state_.connections.fetch_add(1);
+  (admission_ == Admission::kClientLimited ? state_.limited : state_.connections).fetch_add(1);
   if (admission_ == Admission::kServe) state_.clients.add(client_);
 }
 
 HttpSession::~HttpSession() {
-  state_.connections.fetch_sub(1);
+  (admission_ == Admission::kClientLimited ? state_.limited : state_.connections).fetch_sub(1);
   if (admission_ == Admission::kServe) state_.clients.remove(client_);
 }
 
@@ -89,11 +90,20 @@ void HttpSession::run() {
 
 void HttpSession::evict() {
   net::post(stream_.get_executor(), [self = shared_from_this()] {
-    if (!self->idle_ticket_ || self->closed_) return;
+    if (!self->idle_ticket_ || (self->closed_ && !self->lingering_)) return;
     self->closed_ = true;
     beast::error_code ignored;
     self->stream_.socket().close(ignored);
   });
+}
+
+const std::string& HttpSession::pool_key() const {
+  switch (admission_) {
+    case Admission::kServe: return client_;
+    case Admission::kProbeOnly: return kProbePool;
+    case Admission::kClientLimited: return kOverSharePool;
+  }
+  return client_;
 }
 
 void HttpSession::do_read() {
@@ -103,10 +113,9 @@ void HttpSession::do_read() {
   stream_.expires_after(first_request_ ? config_.read_timeout : config_.idle_timeout);
   http::async_read_header(stream_, buffer_, *parser_,
                           beast::bind_front_handler(&HttpSession::on_read_header, shared_from_this()));
-  // A client-limited newcomer waiting for its one request is evictable at the server's cap, but
-  // never makes room for its own address (it holds none of the address's slots).
-  if (admission_ == Admission::kServe) idle_ticket_ = state_.idle.add(weak_from_this(), client_);
-  else if (admission_ == Admission::kClientLimited) idle_ticket_ = state_.idle.add(weak_from_this(), "");
+  // A client-limited newcomer waiting for its one request is evictable by the next one over its
+  // share only (it holds none of its address's slots, nor a served one); a probe-only one is not.
+  if (admission_ != Admission::kProbeOnly) idle_ticket_ = state_.idle.add(weak_from_this(), pool_key());
 }
 
 void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
@@ -114,6 +123,24 @@ void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
   idle_ticket_.reset();
   if (ec) return read_failed(ec);
   first_request_ = false;
+  // A probe-only or limited connection is answered from its head: its body is never read, so a
+  // slow one cannot hold the connection for the read timeout.
+  if (admission_ != Admission::kServe) return handle_request();
+  // A wrong key is refused before the body is read (or 100 Continue sent for it).
+  {
+    const auto& req = parser_->get();
+    const auto target = req.target();
+    const auto authorization = req[http::field::authorization];
+    if (auto refused = api_.check_key(std::string_view(target.data(), target.size()),
+                                      std::string_view(authorization.data(), authorization.size()))) {
+      // An unread body would be taken for the next request: only a request without one keeps the
+      // connection (the linger drains the body within its deadline).
+      const auto length = parser_->content_length();
+      keep_alive_ = req.keep_alive() && !parser_->chunked() && (!length || *length == 0);
+      in_flight_ = InFlight(state_);
+      return send(std::move(*refused));
+    }
+  }
   stream_.expires_after(config_.read_timeout);
   // curl asks before sending a large body; without this it stalls for a second.
   if (beast::iequals(parser_->get()[http::field::expect], "100-continue")) {
@@ -346,6 +373,11 @@ void HttpSession::abort_job() {
 void HttpSession::do_close() {
   if (closed_) return;
   closed_ = true;
+  // Nothing of the request is needed any more: the parser's body (up to max_body_bytes) and the
+  // read buffer go now, not when the linger ends.
+  parser_.reset();
+  buffer_.clear();
+  buffer_.shrink_to_fit();
   // Half-close, then read until the client closes too: closing with unread request bytes would
   // reset the connection and could destroy the error reply we just sent (e.g. a 413).
   beast::error_code ec;
@@ -355,17 +387,24 @@ void HttpSession::do_close() {
     return;
   }
   lingered_ = 0;
+  lingering_ = true;
+  // One deadline for the whole linger (the stream keeps it across reads), and the slot may be
+  // taken at the cap meanwhile: a client trickling bytes keeps neither the connection nor its slot.
+  stream_.expires_after(kLingerTimeout);
+  idle_ticket_ = state_.idle.add(weak_from_this(), pool_key());
   do_linger();
 }
 
 void HttpSession::do_linger() {
-  stream_.expires_after(kLingerTimeout);
   stream_.async_read_some(net::buffer(scratch_), beast::bind_front_handler(&HttpSession::on_linger, shared_from_this()));
 }
 
 void HttpSession::on_linger(beast::error_code ec, std::size_t bytes) {
   lingered_ += bytes;
   if (!ec && lingered_ < 4 * config_.max_body_bytes + config_.max_header_bytes) return do_linger();
+  if (idle_ticket_) state_.idle.remove(*idle_ticket_);
+  idle_ticket_.reset();
+  lingering_ = false;
   beast::error_code ignored;
   stream_.socket().close(ignored);
 }

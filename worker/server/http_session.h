@@ -39,12 +39,16 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   HttpSession& operator=(const HttpSession&) = delete;
 
   void run();
-  // From any thread: closes the connection if it is still waiting for a request (the listener
-  // frees its slot at the cap); a request that arrived meanwhile is served.
+  // From any thread: closes the connection if it is still waiting for a request, or lingering
+  // after its last answer (the listener frees its slot at the cap); a request that arrived
+  // meanwhile is served.
   void evict();
 
  private:
   enum class After { kRead, kClose };
+
+  // The key this session is evictable under: its address for a served slot, else its pool's.
+  const std::string& pool_key() const;
 
   void do_read();
   void on_read_header(boost::beast::error_code ec, std::size_t bytes);
@@ -84,7 +88,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   const Admission admission_;
   const std::string client_;
 
-  std::optional<uint64_t> idle_ticket_;  // set while waiting for a request head (evictable)
+  std::optional<uint64_t> idle_ticket_;  // set while waiting for a request head or lingering (evictable)
   bool first_request_ = true;
   bool keep_alive_ = false;
   bool chunked_ = true;  // HTTP/1.1 client: SSE goes out in chunks; HTTP/1.0: close-delimited
@@ -102,6 +106,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool watching_ = false;           // a read is pending to notice a disconnect mid-response
   bool resume_after_watch_ = false;
   bool closed_ = false;
+  bool lingering_ = false;  // closed for sending, reading until the client closes or the deadline
   size_t lingered_ = 0;
   std::array<char, 4096> scratch_{};  // bytes read only to be discarded (lingering close)
 };

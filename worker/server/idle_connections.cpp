@@ -17,9 +17,13 @@ void IdleConnections::remove(uint64_t ticket) {
 
 std::shared_ptr<HttpSession> IdleConnections::take_oldest() {
   std::lock_guard lock(mutex_);
-  while (!waiting_.empty()) {
-    auto session = waiting_.begin()->second.session.lock();
-    waiting_.erase(waiting_.begin());
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (it->second.client == kOverSharePool || it->second.client == kProbePool) {
+      ++it;
+      continue;
+    }
+    auto session = it->second.session.lock();
+    it = waiting_.erase(it);
     if (session) return session;
   }
   return nullptr;

@@ -12,6 +12,12 @@ namespace vigil {
 
 class HttpSession;
 
+// The keys of sessions that hold none of an address's slots: those of addresses over their share,
+// and those admitted past max_connections for the probes. Neither is an address; take_oldest()
+// passes them over, since closing one frees no served slot.
+inline const std::string kOverSharePool = " over-share";
+inline const std::string kProbePool = " probes";
+
 class IdleConnections {
  public:
   // Records a session from `client` (its address key) that started waiting for its next request;
@@ -19,9 +25,10 @@ class IdleConnections {
   uint64_t add(std::weak_ptr<HttpSession> session, std::string client);
   // Idempotent: a ticket already taken by take_oldest() is ignored.
   void remove(uint64_t ticket);
-  // The session that has waited longest and is still alive, removed from the set; null if none.
+  // The session holding a served slot that has waited longest and is still alive, removed from
+  // the set; null if none.
   std::shared_ptr<HttpSession> take_oldest();
-  // The same, among the sessions of one client address only.
+  // The same, among the sessions of one client address (or pool) only.
   std::shared_ptr<HttpSession> take_oldest_of(const std::string& client);
 
  private:

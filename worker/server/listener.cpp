@@ -4,7 +4,11 @@
 // probes are never refused for lack of a slot; past those a new connection is closed at once.
 // Before that, one address's share: at server.max_connections_per_client its own longest-idle
 // connection makes room (a pool that grew loses an idle member, not a request); with all of them
-// busy the newcomer still reads one request, answering /health and /ready and 429 to the rest.
+// busy the newcomer still reads one request head, answering /health and /ready and 429 to the rest,
+// in a pool of server.probe_connections such sessions shared by every address over its share: one
+// address never takes the slots of the others or the probes'. Sessions lingering after their last
+// answer are as evictable as idle ones, each only for a newcomer of its own pool: a served slot for
+// a served one, a probe slot for a probe, an over-share session for another.
 #include "server/listener.h"
 
 #include <cstdio>
@@ -68,11 +72,21 @@ void Listener::admit(tcp::socket socket) {
     if (make_room_for(client)) room = true;  // the slot it frees is also a slot under max_connections
     else admission = Admission::kClientLimited;
   }
-  // An address over its share never evicts another client's idle connection.
-  if (!room && admission == Admission::kServe) room = make_room();
+  if (admission == Admission::kClientLimited) {
+    // An address over its share never evicts another client's connection, only the spare pool's.
+    if (state_.limited.load() < config_.probe_connections || make_room_for(kOverSharePool)) {
+      std::make_shared<HttpSession>(std::move(socket), api_, config_, state_, admission, std::move(client))->run();
+    } else {
+      beast::error_code ignored;
+      socket.close(ignored);
+    }
+    return;
+  }
+  if (!room) room = make_room();
   if (room) {
     std::make_shared<HttpSession>(std::move(socket), api_, config_, state_, admission, std::move(client))->run();
-  } else if (state_.connections.load() < config_.max_connections + config_.probe_connections) {
+  } else if (state_.connections.load() < config_.max_connections + config_.probe_connections ||
+             make_room_for(kProbePool)) {
     std::make_shared<HttpSession>(std::move(socket), api_, config_, state_, Admission::kProbeOnly, std::move(client))
         ->run();
   } else {

@@ -173,6 +173,13 @@ ServeConfig load_serve_config(const std::string& path) {
 }
 
 void check_serve_config(const ServeConfig& config) {
+  // Header values are trimmed, so such a key could never match (a Secret made with --from-file
+  // keeps the file's trailing newline).
+  for (unsigned char c : config.server.access.api_key)
+    if (c <= ' ' || c == 0x7f)
+      throw ServeConfigError("server.api_key", 0,
+                             "the key holds whitespace or a control byte and could never match a request's "
+                             "Authorization header (a trailing newline from a file?)");
   if (config.server.access.metrics_need_key && config.server.access.api_key.empty())
     throw ServeConfigError("server.metrics_need_key", 0, "needs server.api_key (or --api-key, VIGIL_API_KEY)");
   const EngineConfig& e = config.engine;

@@ -10,7 +10,8 @@ namespace vigil {
 
 struct ServerState {
   std::atomic<bool> draining{false};  // SIGTERM seen: /ready is 503, completions are refused
-  std::atomic<int> connections{0};    // open sessions, against server.max_connections
+  std::atomic<int> connections{0};    // open sessions, against server.max_connections (+ probe_connections)
+  std::atomic<int> limited{0};        // open sessions of addresses over their share, a pool of their own
   std::atomic<int> in_flight{0};      // requests read and not yet fully answered
   ClientConnections clients;          // open sessions per address, against max_connections_per_client
   IdleConnections idle;               // sessions waiting for a request, evictable at the cap

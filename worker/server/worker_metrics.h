@@ -19,8 +19,9 @@
 namespace vigil {
 
 // Why a request was turned away before the engine ran it (label `reason`).
-enum class Rejection { kInvalid, kTooLong, kNotFound, kQueueFull, kDraining, kEngineError, kTooManyConnections };
-inline constexpr int kRejectionCount = 7;
+enum class Rejection { kInvalid, kTooLong, kNotFound, kQueueFull, kDraining, kEngineError, kTooManyConnections,
+                       kUnauthorized };
+inline constexpr int kRejectionCount = 8;
 
 class WorkerMetrics {
  public:

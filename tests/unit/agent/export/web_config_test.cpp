@@ -5,6 +5,7 @@
 #include "export/web_config.h"
 
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -234,6 +235,30 @@ TEST(BasicAuthTest, ChecksTheAuthorizationHeaderAndCachesTheVerdict) {
   BasicAuth::Users rotated = {{"dave", kAliceHash}};
   EXPECT_EQ(auth.cached(rotated, right), std::nullopt);
   EXPECT_FALSE(auth.check(rotated, right));
+}
+
+std::string basic(const std::string& user_password) {
+  std::string out(4 * ((user_password.size() + 2) / 3), '\0');
+  EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), reinterpret_cast<const unsigned char*>(user_password.data()),
+                  static_cast<int>(user_password.size()));
+  return "Basic " + out;
+}
+
+// Wrong passwords by the hundred evict only older wrong ones: the right one stays cached (before,
+// every 100 distinct failures cleared the whole cache, the scraper's verdict with it).
+TEST(BasicAuthTest, AFloodOfWrongPasswordsKeepsTheRightOneCached) {
+  BasicAuth auth;
+  // bcrypt of "flood-ok" at cost 4 (Python's crypt module): cheap enough for 300 checks.
+  BasicAuth::Users users = {{"dave", "$2b$04$X.w/QvK.1lYs8vxKLcLNQuXneiH4fm2S9xLj6Jxs5Loktll97br0G"}};
+  const std::string right = basic("dave:flood-ok");
+  ASSERT_EQ(right, "Basic ZGF2ZTpmbG9vZC1vaw==");  // Python's base64 of the same
+  EXPECT_TRUE(auth.check(users, right));
+  for (int i = 0; i < 300; ++i) EXPECT_FALSE(auth.check(users, basic("dave:wrong-" + std::to_string(i))));
+  EXPECT_EQ(auth.cached(users, right), std::optional<bool>(true));
+  EXPECT_EQ(auth.cached(users, basic("dave:wrong-299")), std::optional<bool>(false));
+  EXPECT_EQ(auth.cached(users, basic("dave:wrong-200")), std::optional<bool>(false));  // the 100 newest
+  EXPECT_EQ(auth.cached(users, basic("dave:wrong-199")), std::nullopt);               // evicted, one by one
+  EXPECT_EQ(auth.cached(users, basic("dave:wrong-0")), std::nullopt);
 }
 
 }  // namespace

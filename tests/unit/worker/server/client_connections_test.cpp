@@ -12,11 +12,18 @@ namespace ip = boost::asio::ip;
 TEST(ClientConnections, AnIpv4MappedAddressCountsAsItsIpv4Address) {
   EXPECT_EQ(ClientConnections::key(ip::make_address("::ffff:10.1.2.3")), "10.1.2.3");
   EXPECT_EQ(ClientConnections::key(ip::make_address("10.1.2.3")), "10.1.2.3");
-  EXPECT_EQ(ClientConnections::key(ip::make_address("2001:db8::7")), "2001:db8::7");
   ClientConnections clients;
   clients.add(ClientConnections::key(ip::make_address("::ffff:10.1.2.3")));
   clients.add(ClientConnections::key(ip::make_address("10.1.2.3")));
   EXPECT_EQ(clients.count("10.1.2.3"), 2);
+}
+
+// A host that owns a /64 cannot walk around its share by changing the low 64 bits.
+TEST(ClientConnections, AnIpv6AddressCountsAsItsSlash64) {
+  EXPECT_EQ(ClientConnections::key(ip::make_address("2001:db8:1:2::7")), "2001:db8:1:2::/64");
+  EXPECT_EQ(ClientConnections::key(ip::make_address("2001:db8:1:2:ffff:ffff:ffff:ffff")), "2001:db8:1:2::/64");
+  EXPECT_EQ(ClientConnections::key(ip::make_address("2001:db8:1:3::7")), "2001:db8:1:3::/64");
+  EXPECT_EQ(ClientConnections::key(ip::make_address("::1")), "::/64");
 }
 
 TEST(ClientConnections, CountsFallBackToZero) {

@@ -2,6 +2,10 @@
 // pipelining, every error status, cancellation on disconnect, and draining.
 #include "server/http_server.h"
 
+#include <fcntl.h>
+
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <memory>
 #include <random>
@@ -393,15 +397,16 @@ TEST_F(HttpServerTest, GarbageInputLeavesTheServerServing) {
 TEST_F(HttpServerTest, ApiKeyGuardsEveryV1RouteButNotTheProbes) {
   config_.access.api_key = "s3cret-key";
   start();
-  HttpClient c(port_);
   const std::string body = R"({"prompt":"hi","max_tokens":2})";
   for (const std::string& auth : {std::string(), std::string("Authorization: Bearer wrong\r\n"),
                                   std::string("Authorization: Bearer s3cret-ke\r\n")}) {
     for (const auto& [method, path] : std::vector<std::pair<std::string, std::string>>{
              {"POST", "/v1/completions"}, {"POST", "/v1/chat/completions"}, {"GET", "/v1/models"},
              {"POST", "/v1/load_lora_adapter"}, {"POST", "/v1/unload_lora_adapter"}, {"GET", "/v1/nothing"}}) {
+      HttpClient c(port_);  // refused with a body unread, a connection is closed
       HttpResult r = c.request(method, path, method == "POST" ? body : "", auth);
       EXPECT_EQ(r.status, 401) << method << " " << path << " with '" << auth << "'";
+      EXPECT_EQ(r.headers["connection"] == "close", method == "POST") << method << " " << path;
       EXPECT_EQ(r.headers["www-authenticate"], "Bearer");
       json e = json::parse(r.body);
       EXPECT_EQ(e["error"]["code"], "invalid_api_key");
@@ -409,12 +414,30 @@ TEST_F(HttpServerTest, ApiKeyGuardsEveryV1RouteButNotTheProbes) {
     }
   }
   EXPECT_EQ(service_.submitted(), 0u);
+  HttpClient c(port_);
+  EXPECT_NE(c.request("GET", "/metrics").body.find("vigil_worker_requests_rejected_total{reason=\"unauthorized\"} 18"),
+            std::string::npos);
   const std::string key = "Authorization: Bearer s3cret-key\r\n";
   EXPECT_EQ(c.request("POST", "/v1/completions", body, key).status, 200);
   EXPECT_EQ(c.request("GET", "/v1/models", "", key).status, 200);
   EXPECT_EQ(c.request("GET", "/health").status, 200);
   EXPECT_EQ(c.request("GET", "/ready").status, 200);
   EXPECT_EQ(c.request("GET", "/metrics").status, 200);
+}
+
+// The key is checked from the request head: a client without it gets its 401 before sending the
+// body (no 100 Continue, nothing of the body read or buffered).
+TEST_F(HttpServerTest, AWrongKeyIsRefusedBeforeTheBody) {
+  config_.access.api_key = "s3cret-key";
+  start();
+  HttpClient c(port_);
+  c.send_raw("POST /v1/completions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer wrong\r\n"
+             "Expect: 100-continue\r\nContent-Length: 4000\r\n\r\n");
+  HttpResult r = c.read_response();
+  EXPECT_EQ(r.status, 401) << "a 100 Continue or a wait for the body instead";
+  EXPECT_EQ(r.headers["connection"], "close");
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "invalid_api_key");
+  EXPECT_EQ(service_.submitted(), 0u);
 }
 
 TEST_F(HttpServerTest, MetricsNeedTheKeyWhenConfigured) {
@@ -599,6 +622,100 @@ TEST_F(HttpServerTest, ProbesGetReservedSlotsWhenEveryConnectionIsBusy) {
   EXPECT_EQ(json::parse(r.body)["error"]["code"], "connection_limit");
   service_.set_paused(false);
   for (auto& c : busy) EXPECT_EQ(c->read_response().status, 200);
+}
+
+// One address's siege (#46): CONNECTIONS connections that each ask GET /health with Connection:
+// close, then send one byte every 1.5 s whatever the server answers, and are opened again as soon as
+// a send fails (the server closed its end). Before the fix a closing connection read for ~4 MB,
+// re-arming its 2 s timeout on every byte, and kept its slot the whole time.
+class LingerSiege {
+ public:
+  LingerSiege(unsigned short port, const char* source, int connections) : port_(port), source_(source) {
+    fds_.reserve(static_cast<size_t>(connections));
+    for (int i = 0; i < connections; ++i) fds_.push_back(open_one());
+    thread_ = std::thread([this] { run(); });
+  }
+  ~LingerSiege() {
+    stop_ = true;
+    thread_.join();
+    for (int fd : fds_) ::close(fd);
+  }
+  int reopened() const { return reopened_.load(); }
+
+ private:
+  int open_one() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    inet_pton(AF_INET, source_, &from.sin_addr);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port_);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0 ||
+        ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0)
+      throw std::runtime_error("siege connect");
+    ::fcntl(fd, F_SETFL, O_NONBLOCK);
+    const std::string req = "GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+    return fd;
+  }
+  void run() {
+    while (!stop_) {
+      for (int& fd : fds_) {
+        char buf[4096];
+        while (::recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0) {
+        }
+        if (::send(fd, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN) {
+          ::close(fd);
+          fd = open_one();
+          ++reopened_;
+        }
+      }
+      for (int i = 0; i < 15 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
+  const unsigned short port_;
+  const char* const source_;
+  std::vector<int> fds_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> reopened_{0};
+  std::thread thread_;
+};
+
+// 600 lingering connections from one address, with the default limits, take nothing from another
+// address: its probes on fresh connections are answered within 1 s, every one, and its stream runs
+// to [DONE]. Before the fix none of the probes was answered.
+TEST_F(HttpServerTest, LingeringConnectionsOfOneAddressLeaveOthersServed) {
+  start();
+  LingerSiege siege(port_, "127.0.0.2", 600);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // every one answered and lingering
+  int answered = 0, probes = 0;
+  double slowest = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(8);
+  while (std::chrono::steady_clock::now() < end) {
+    ++probes;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      HttpClient probe(port_, "127.0.0.1");
+      if (probe.request("GET", "/health").status == 200) ++answered;
+    } catch (const std::runtime_error&) {
+    }
+    slowest = std::max(slowest, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  EXPECT_EQ(answered, probes) << "probes from another address answered during the siege";
+  EXPECT_LT(slowest, 1.0) << "the slowest probe, seconds";
+  EXPECT_GT(siege.reopened(), 0) << "the server never closed a lingering connection";
+  HttpClient other(port_, "127.0.0.1");
+  HttpResult streamed = other.request("POST", "/v1/completions", R"({"prompt":"hi","max_tokens":3,"stream":true})");
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  bool done = false;
+  sse_events(streamed.body, &done);
+  EXPECT_TRUE(done);
+  std::printf("siege: %d of %d probes answered, slowest %.3f s, %d siege connections reopened\n", answered, probes,
+              slowest, siege.reopened());
 }
 
 // A stream still running when the grace period ends gets an error event and [DONE], not a silent close.

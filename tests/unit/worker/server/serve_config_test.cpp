@@ -241,5 +241,19 @@ TEST(ServeConfig, AccessIsClosedByDefaultAndMetricsKeyNeedsAKey) {
   EXPECT_THROW(parse_serve_config("server:\n  api_key: ''\n"), ServeConfigError);
 }
 
+// Header values are trimmed: a key with whitespace or control bytes (a trailing newline from a
+// file) could never match, so it is refused at start rather than locking every client out.
+TEST(ServeConfig, AKeyWithWhitespaceOrControlBytesIsRefused) {
+  for (const char* key : {"\"s3cret\\n\"", "\"s3 cret\"", "\" s3cret\"", "\"s3cret\\t\"", "\"s3\\x7fcret\""}) {
+    try {
+      parse_serve_config(std::string("server:\n  api_key: ") + key + "\n");
+      ADD_FAILURE() << "accepted api_key " << key;
+    } catch (const ServeConfigError& e) {
+      EXPECT_EQ(e.key(), "server.api_key") << key;
+    }
+  }
+  EXPECT_EQ(parse_serve_config("server:\n  api_key: s3cret-K_ey.~+/=\n").server.access.api_key, "s3cret-K_ey.~+/=");
+}
+
 }  // namespace
 }  // namespace vigil

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# `serve` and its API key (#46 item 3): a set-but-empty VIGIL_API_KEY, or a key holding a newline
+# (a Secret made with --from-file), is a start-up error naming the cause, not an open door or a key
+# no request can match; the start line says whether /v1/* needs a key, and with one a request
+# without it is refused (401) while /health is answered.
+#   serve_api_key.sh VIGIL_WORKER MODEL
+set -euo pipefail
+bin=$1 model=$2
+dir=$(mktemp -d)
+pid=
+trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
+
+refused() {  # what, expected message part, then the environment assignment
+  local what=$1 expect=$2
+  shift 2
+  set +e
+  env "$@" "$bin" serve -m "$model" --port 0 >/dev/null 2>"$dir/err"
+  local rc=$?
+  set -e
+  [[ $rc -eq 2 ]] || { cat "$dir/err"; echo "FAIL: $what: serve exited $rc, expected 2"; exit 1; }
+  grep -q "$expect" "$dir/err" || { cat "$dir/err"; echo "FAIL: $what: no '$expect' in the error"; exit 1; }
+  echo "ok   $what: $(cat "$dir/err")"
+}
+
+refused "VIGIL_API_KEY set but empty" "set but empty" VIGIL_API_KEY=
+refused "a key ending in a newline" "whitespace or a control byte" "VIGIL_API_KEY=s3cret
+"
+
+serve() {  # the environment assignment; sets url
+  env "$@" "$bin" serve -m "$model" --port 0 2>"$dir/err" &
+  pid=$!
+  for _ in $(seq 1 120); do
+    grep -q "serving .* on http://" "$dir/err" && break
+    kill -0 "$pid" 2>/dev/null || { cat "$dir/err"; echo "FAIL: serve exited"; exit 1; }
+    sleep 0.5
+  done
+  url=$(grep -o "http://[0-9.]*:[0-9]*" "$dir/err" | head -1)
+  [[ -n $url ]] || { cat "$dir/err"; echo "FAIL: no serving line"; exit 1; }
+}
+stop() { kill "$pid"; wait "$pid" || true; pid=; }
+
+serve VIGIL_API_KEY=s3cret
+grep -q "(/v1/\* needs the API key;" "$dir/err" || { cat "$dir/err"; echo "FAIL: the start line does not say a key is needed"; exit 1; }
+code=$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/models")
+[[ $code == 401 ]] || { echo "FAIL: /v1/models without the key: $code"; exit 1; }
+code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer s3cret' "$url/v1/models")
+[[ $code == 200 ]] || { echo "FAIL: /v1/models with the key: $code"; exit 1; }
+code=$(curl -s -o /dev/null -w '%{http_code}' "$url/health")
+[[ $code == 200 ]] || { echo "FAIL: /health: $code"; exit 1; }
+echo "ok   with a key: $(grep -o 'serving .*' "$dir/err" | head -1); 401 without it, 200 with it, /health 200"
+stop
+
+serve -u VIGIL_API_KEY
+grep -q "(/v1/\* open: no API key;" "$dir/err" || { cat "$dir/err"; echo "FAIL: the start line does not say /v1/* is open"; exit 1; }
+echo "ok   without a key: the start line says /v1/* is open"
+stop

@@ -10,6 +10,7 @@ spec ids and 100 uprobes), is refused and counted, and a legitimate copy after i
 usage: usdt_churn.py VIGIL_AGENT USDT_ALLOCATOR USDT_MANY_SITES"""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,16 +42,48 @@ def finish(w):
     return truth
 
 
-def attached(agent):
-    return total(agent.scrape(), 'vigil_agent_probes_attached', require=True, set='usdt')
+ATTACHED = re.compile(r'^vigil-agent: usdt: (\d+) probes attached in (.*)$')
+DETACHED = re.compile(r'^vigil-agent: usdt: no process maps (.*) any more; detaching its (\d+) probes$')
 
 
-def wait_released(agent, timeout=20):
+def links_by_file(agent):
+    """{file: USDT links held} by the agent's log, attached minus detached; files are named as the
+    agent names them ("/proc/PID/map_files/RANGE -> PATH", the path as the first process mapping
+    it was seen)."""
+    held = {}
+    for line in agent.log_text().splitlines():
+        m = ATTACHED.match(line)
+        if m:
+            held[m.group(2)] = held.get(m.group(2), 0) + int(m.group(1))
+        m = DETACHED.match(line)
+        if m:
+            held[m.group(1)] = held.get(m.group(1), 0) - int(m.group(2))
+    return held
+
+
+def attached(agent, root):
+    """The USDT links the agent holds on this test's own copies (under ROOT). Other vigil-worker
+    processes on the machine are attached too and are none of this test's business (#47: two
+    unrelated workers once kept their 3 links and failed it), so the agent's total is checked
+    against its own per-file account instead: every link it counts is one its log says it holds."""
+    s = agent.scrape()
+    held = links_by_file(agent)
+    metric = total(s, 'vigil_agent_probes_attached', require=True, set='usdt')
+    if metric != sum(held.values()):
+        # The scrape and the log are read a moment apart: a discovery pass may fall between them.
+        s, held = agent.scrape(), links_by_file(agent)
+        metric = total(s, 'vigil_agent_probes_attached', require=True, set='usdt')
+        if metric != sum(held.values()):
+            fail('the agent counts %d USDT links, its log accounts for %d: %s' % (metric, sum(held.values()), held))
+    return sum(n for f, n in held.items() if f.rpartition(' -> ')[2].startswith(root + '/'))
+
+
+def wait_released(agent, root, timeout=20):
     deadline = time.time() + timeout
-    while attached(agent) != 0:
+    while attached(agent, root) != 0:
         if time.time() > deadline:
-            fail('%d USDT links still held %d s after every process mapping them exited'
-                 % (attached(agent), timeout))
+            fail('%d USDT links on this test\'s copies still held %d s after every process mapping them exited'
+                 % (attached(agent, root), timeout))
         time.sleep(0.5)
 
 
@@ -80,8 +113,8 @@ def main():
                       % (first, first + BATCH - 1, BATCH - len(unset), BATCH, failures or 'none'))
                 if unset or failures:
                     fail('copies %s ran without their probes (failures %s)' % (unset, failures))
-                wait_released(agent)
-            print('%d distinct copies attached and released; links held now: %d' % (COPIES, attached(agent)))
+                wait_released(agent, root)
+            print('%d distinct copies attached and released; links held on them now: %d' % (COPIES, attached(agent, root)))
 
             d = os.path.join(root, 'many')
             os.mkdir(d)
@@ -92,7 +125,7 @@ def main():
             while True:
                 s = agent.scrape()
                 refused = total(s, 'vigil_agent_attach_failures_total', set='usdt', reason='usdt_notes')
-                links = total(s, 'vigil_agent_probes_attached', require=True, set='usdt')
+                links = attached(agent, root)
                 if refused or links or time.time() > deadline:
                     break
                 time.sleep(0.3)

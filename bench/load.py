@@ -64,6 +64,8 @@ class Server:
             cfg.write(f"backend:\n  kind: {backend}\n")
             if backend == "cuda":
                 cfg.write(f"  cuda:\n    graphs: {'true' if graphs else 'false'}\n")
+            # Every simulated client comes from 127.0.0.1, as behind a proxy: no per-address share.
+            cfg.write("server:\n  max_requests_per_client: 0\n")
             cfg.close()
             cmd = [WORKER, "serve", "-m", MODEL, "--port", str(self.port), "--config", cfg.name,
                    "--allow-client-priority"]  # every request carries `priority`

@@ -185,20 +185,37 @@ Routed Api::completion(ApiKind kind, std::string_view body, CompletionJob::Clock
                                               metrics_, arrival)};
 }
 
-std::variant<uint64_t, HttpReply> Api::submit(CompletionJob& job, EventSink sink) {
+std::variant<uint64_t, HttpReply> Api::submit(CompletionJob& job, EventSink sink, const std::string& client) {
   const std::string adapter = job.params().adapter;
+  {
+    // The place is taken before the engine sees the request, so concurrent sessions of one
+    // address cannot all pass the check at once.
+    std::lock_guard lock(running_mutex_);
+    int& mine = per_client_[client];
+    if (max_requests_per_client_ > 0 && mine >= max_requests_per_client_) {
+      if (mine == 0) per_client_.erase(client);
+      return reject(Rejection::kTooManyRequests,
+                    {429, "rate_limit_error",
+                     "this client address already has " + std::to_string(max_requests_per_client_) +
+                         " requests running or waiting (server.max_requests_per_client); retry later",
+                     "", "too_many_requests"});
+    }
+    ++mine;
+  }
   SubmitResult r;
   try {
     r = service_.submit(std::move(job.params()), std::move(sink));
   } catch (const std::exception& e) {
+    release(client);
     return reject(Rejection::kEngineError, {503, "server_error", std::string("the engine failed: ") + e.what(), "",
                                             "engine_error"});
   }
+  if (r.status != SubmitStatus::kAccepted) release(client);
   switch (r.status) {
     case SubmitStatus::kAccepted: {
       if (!adapter.empty()) metrics_.lora_request(adapter);
       std::lock_guard lock(running_mutex_);
-      running_.insert(r.id);
+      running_.emplace(r.id, client);
       return r.id;
     }
     case SubmitStatus::kQueueFull:
@@ -221,15 +238,28 @@ std::variant<uint64_t, HttpReply> Api::submit(CompletionJob& job, EventSink sink
 }
 
 void Api::finished(uint64_t id) {
+  std::string client;
+  {
+    std::lock_guard lock(running_mutex_);
+    auto it = running_.find(id);
+    if (it == running_.end()) return;
+    client = std::move(it->second);
+    running_.erase(it);
+  }
+  release(client);
+}
+
+void Api::release(const std::string& client) {
   std::lock_guard lock(running_mutex_);
-  running_.erase(id);
+  auto it = per_client_.find(client);
+  if (it != per_client_.end() && --it->second <= 0) per_client_.erase(it);
 }
 
 void Api::cancel_running() {
-  std::set<uint64_t> ids;
+  std::vector<uint64_t> ids;
   {
     std::lock_guard lock(running_mutex_);
-    ids = running_;
+    for (const auto& [id, client] : running_) ids.push_back(id);
   }
   for (uint64_t id : ids) service_.cancel(id);
 }

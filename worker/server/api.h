@@ -7,9 +7,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -51,8 +53,9 @@ class Api {
   // The 401 (counted) when `target` needs the API key and `authorization` does not carry it; read
   // from the request head, before any body.
   std::optional<HttpReply> check_key(std::string_view target, std::string_view authorization);
-  // Submits a routed job. Accepted: the engine's id. Refused: the error reply to send instead.
-  std::variant<uint64_t, HttpReply> submit(CompletionJob& job, EventSink sink);
+  // Submits a routed job for `client` (its address key). Accepted: the engine's id. Refused (the
+  // engine's queue, or the client's share of it): the error reply to send instead.
+  std::variant<uint64_t, HttpReply> submit(CompletionJob& job, EventSink sink, const std::string& client);
   void cancel(uint64_t id) { service_.cancel(id); }
   // The engine's last event for `id` reached its session.
   void finished(uint64_t id);
@@ -75,10 +78,13 @@ class Api {
 
   void set_retry_after(int seconds) { retry_after_seconds_ = seconds; }
   void set_access(ApiAccess access) { access_ = std::move(access); }
+  void set_max_requests_per_client(int limit) { max_requests_per_client_ = limit; }
 
  private:
   Routed completion(ApiKind kind, std::string_view body, CompletionJob::Clock::time_point arrival);
   HttpReply reject(Rejection why, ApiError error);
+  // Gives back a place of `client`'s share of the engine.
+  void release(const std::string& client);
 
   ModelService& service_;
   WorkerMetrics& metrics_;
@@ -92,8 +98,10 @@ class Api {
   std::unique_ptr<boost::asio::thread_pool> parse_pool_;
   int max_queued_parses_ = 0;
   std::atomic<int> queued_parses_{0};  // posted to the parse threads and not yet finished
+  int max_requests_per_client_ = 0;
   std::mutex running_mutex_;  // sessions on every I/O thread add and remove
-  std::set<uint64_t> running_;
+  std::map<uint64_t, std::string> running_;       // engine id -> client address key
+  std::unordered_map<std::string, int> per_client_;  // requests in the engine per address (> 0 only)
 };
 
 }  // namespace vigil

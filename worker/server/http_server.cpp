@@ -42,6 +42,7 @@ HttpServer::HttpServer(ModelService& service, WorkerMetrics& metrics, const Serv
   api_.set_retry_after(config.retry_after_seconds);
   api_.set_access(config.access);
   api_.start_parsing(config.parse_threads, config.max_queued_parses);
+  api_.set_max_requests_per_client(config.max_requests_per_client);
   listener_ = std::make_shared<Listener>(ioc_, endpoint_for(config), api_, config_, state_);
   if (handle_signals) {
     signals_.add(SIGTERM);

@@ -239,7 +239,7 @@ void HttpSession::start_job() {
   EventSink sink = [self](const RequestEvent& event) {
     net::post(self->stream_.get_executor(), [self, event] { self->on_engine_event(event); });
   };
-  auto submitted = api_.submit(*job_, std::move(sink));
+  auto submitted = api_.submit(*job_, std::move(sink), client_);
   if (auto* reply = std::get_if<HttpReply>(&submitted)) {
     job_.reset();
     return send(std::move(*reply));

@@ -73,6 +73,7 @@ void parse_server(const std::string& prefix, const YAML::Node& node, ServerConfi
       {"retry_after_seconds", [&](K k, V v) { s.retry_after_seconds = int_in(k, v, 0, 3600); }},
       {"probe_connections", [&](K k, V v) { s.probe_connections = int_in(k, v, 0, 1024); }},
       {"max_connections_per_client", [&](K k, V v) { s.max_connections_per_client = int_in(k, v, 0, 1000000); }},
+      {"max_requests_per_client", [&](K k, V v) { s.max_requests_per_client = int_in(k, v, 0, 1000000); }},
       {"api_key", [&](K k, V v) {
          s.access.api_key = scalar(k, v);
          if (s.access.api_key.empty()) fail(k, v, "must not be empty");

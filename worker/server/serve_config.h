@@ -26,6 +26,10 @@ struct ServerConfig {
   // longest-idle connection makes room, or its newcomer gets 429 (probes are still answered).
   // Clients behind one proxy or ingress share its address: raise it (or 0) for such a front.
   int max_connections_per_client = 128;
+  // One client address's share of the engine's places (running and waiting requests; 0: no
+  // limit): past it the address's next completion gets 429, so one address cannot fill the queue
+  // that every client waits in. Behind a proxy, raise it as max_connections_per_client.
+  int max_requests_per_client = 64;
   size_t max_header_bytes = 16 * 1024;
   size_t max_body_bytes = 1024 * 1024;
   std::chrono::milliseconds read_timeout{30000};   // whole request (head and body)

@@ -27,7 +27,8 @@ const Histogram::BucketBoundaries kLengthBuckets = {1, 2, 5, 10, 20, 50, 100, 20
 const char* rejection_name(int i) {
   static constexpr const char* kNames[kRejectionCount] = {"invalid", "too_long", "not_found",
                                                           "queue_full", "draining", "engine_error",
-                                                          "too_many_connections", "unauthorized"};
+                                                          "too_many_connections", "unauthorized",
+                                                          "too_many_requests"};
   return kNames[i];
 }
 

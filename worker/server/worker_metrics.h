@@ -20,8 +20,8 @@ namespace vigil {
 
 // Why a request was turned away before the engine ran it (label `reason`).
 enum class Rejection { kInvalid, kTooLong, kNotFound, kQueueFull, kDraining, kEngineError, kTooManyConnections,
-                       kUnauthorized };
-inline constexpr int kRejectionCount = 8;
+                       kUnauthorized, kTooManyRequests };
+inline constexpr int kRejectionCount = 9;
 
 class WorkerMetrics {
  public:

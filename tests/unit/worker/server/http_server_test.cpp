@@ -624,6 +624,37 @@ TEST_F(HttpServerTest, ProbesGetReservedSlotsWhenEveryConnectionIsBusy) {
   for (auto& c : busy) EXPECT_EQ(c->read_response().status, 200);
 }
 
+// One address holds at most server.max_requests_per_client of the engine's places: its next
+// completion gets 429 while another address is still admitted, and a finished request gives its
+// place back.
+TEST_F(HttpServerTest, AnAddressHoldsAtMostItsShareOfTheEngine) {
+  config_.max_requests_per_client = 2;
+  start();
+  service_.set_paused(true);
+  const std::string body = R"({"prompt":"x","max_tokens":3})";
+  std::vector<std::unique_ptr<HttpClient>> held;
+  for (int i = 0; i < 2; ++i) {
+    held.push_back(std::make_unique<HttpClient>(port_, "127.0.0.2"));
+    held.back()->send_request("POST", "/v1/completions", body);
+  }
+  ASSERT_TRUE(eventually([&] { return service_.active() == 2; }));
+  HttpClient third(port_, "127.0.0.2");
+  HttpResult refused = third.request("POST", "/v1/completions", body);
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_EQ(json::parse(refused.body)["error"]["code"], "too_many_requests");
+  EXPECT_EQ(refused.headers["retry-after"], "1");
+  HttpClient other(port_, "127.0.0.1");
+  other.send_request("POST", "/v1/completions", body);
+  EXPECT_TRUE(eventually([&] { return service_.active() == 3; })) << "another address was not admitted";
+  service_.set_paused(false);
+  for (auto& c : held) EXPECT_EQ(c->read_response().status, 200);
+  EXPECT_EQ(other.read_response().status, 200);
+  HttpClient after(port_, "127.0.0.2");
+  EXPECT_EQ(after.request("POST", "/v1/completions", body).status, 200) << "the places were not given back";
+  EXPECT_NE(after.request("GET", "/metrics").body.find("vigil_worker_requests_rejected_total{reason=\"too_many_requests\"} 1"),
+            std::string::npos);
+}
+
 // One address's siege (#46): CONNECTIONS connections that each ask GET /health with Connection:
 // close, then send one byte every 1.5 s whatever the server answers, and are opened again as soon as
 // a send fails (the server closed its end). Before the fix a closing connection read for ~4 MB,

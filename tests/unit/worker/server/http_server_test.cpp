@@ -62,6 +62,15 @@ std::vector<json> sse_events(const std::string& body, bool* done) {
   return out;
 }
 
+// A short streamed completion on `c` runs to [DONE].
+void expect_stream_to_done(HttpClient& c) {
+  HttpResult streamed = c.request("POST", "/v1/completions", R"({"prompt":"hi","max_tokens":3,"stream":true})");
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  bool done = false;
+  sse_events(streamed.body, &done);
+  EXPECT_TRUE(done);
+}
+
 class HttpServerTest : public ::testing::Test {
  protected:
   void start(std::chrono::milliseconds drain_grace = std::chrono::seconds(20)) {
@@ -562,11 +571,7 @@ TEST_F(HttpServerTest, AnAddressAtItsLimitIsRefusedWhileOthersAreServed) {
   EXPECT_EQ(probe.request("GET", "/health").status, 200);
   // Another address is untouched: a stream runs to the end on a keep-alive connection.
   HttpClient other(port_, "127.0.0.1");
-  HttpResult streamed = other.request("POST", "/v1/completions", R"({"prompt":"hi","max_tokens":3,"stream":true})");
-  ASSERT_EQ(streamed.status, 200) << streamed.body;
-  bool done = false;
-  sse_events(streamed.body, &done);
-  EXPECT_TRUE(done);
+  expect_stream_to_done(other);
   HttpResult metrics = other.request("GET", "/metrics");
   EXPECT_NE(metrics.body.find("vigil_worker_requests_rejected_total{reason=\"too_many_connections\"} 1"),
             std::string::npos);
@@ -740,11 +745,7 @@ TEST_F(HttpServerTest, LingeringConnectionsOfOneAddressLeaveOthersServed) {
   EXPECT_LT(slowest, 1.0) << "the slowest probe, seconds";
   EXPECT_GT(siege.reopened(), 0) << "the server never closed a lingering connection";
   HttpClient other(port_, "127.0.0.1");
-  HttpResult streamed = other.request("POST", "/v1/completions", R"({"prompt":"hi","max_tokens":3,"stream":true})");
-  ASSERT_EQ(streamed.status, 200) << streamed.body;
-  bool done = false;
-  sse_events(streamed.body, &done);
-  EXPECT_TRUE(done);
+  expect_stream_to_done(other);
   std::printf("siege: %d of %d probes answered, slowest %.3f s, %d siege connections reopened\n", answered, probes,
               slowest, siege.reopened());
 }

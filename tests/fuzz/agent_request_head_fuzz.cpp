@@ -1,7 +1,8 @@
 // libFuzzer target: the head of a request any client of the agent's endpoint sends. Finding the
 // end of the head must not depend on how the bytes arrived (whole, or in two pieces resumed where
 // the first search stopped), a found end lies inside the input, and a parsed head is either ok
-// with a method or refused with a reason (Beast's parser checks the syntax).
+// with a method and a path without its query, or refused with a reason (Beast's parser checks the
+// syntax).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -22,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (whole == std::string_view::npos) return 0;
   if (whole > bytes.size()) std::abort();
   const auto head = vigil::agent::parse_request_head(bytes.substr(0, whole));
-  if (head.ok && head.method.empty()) std::abort();
+  if (head.ok && (head.method.empty() || head.path.find('?') != std::string::npos)) std::abort();
   if (!head.ok && head.error.empty()) std::abort();
   return 0;
 }

@@ -1,12 +1,24 @@
 #!/usr/bin/env python3
-"""Writes the GGUF fuzzer's seed corpus (small valid files covering every metadata type) and the
+"""Writes the GGUF fuzzer's seed corpus (small valid files covering every metadata type), the
 USDT notes fuzzer's (small ELF files with a .note.stapsdt section laid out as GCC's <sys/sdt.h>
-writes it)."""
+writes it) and the agent's request head fuzzer's (the heads its clients send).
+
+With --exporter-toolkit GIT_DIR (a clone of github.com/prometheus/exporter-toolkit) it also writes
+the web config fuzzer's seeds: exporter-toolkit's own files at commit EXPORTER_TOOLKIT_COMMIT,
+every web/testdata/*.yml and *.yaml (the good and bad files of its tests) and the two examples,
+docs/web-config.yml and web/web-config.yml, copied unchanged (Apache License 2.0)."""
+import argparse
 import os
+import shutil
+import subprocess
 import struct
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "gguf")
-USDT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "usdt_notes")
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "corpus", "gguf")
+USDT_OUT = os.path.join(HERE, "corpus", "usdt_notes")
+HEAD_OUT = os.path.join(HERE, "corpus", "agent_request_head")
+WEB_CONFIG_OUT = os.path.join(HERE, "corpus", "agent_web_config")
+EXPORTER_TOOLKIT_COMMIT = "19a7c2d590c599b7318733bd00eed83fab3b8dad"  # "Improve linting (#424)"
 
 
 def s(text):
@@ -66,7 +78,61 @@ def usdt_seeds():
             f.write(blob)
 
 
+def request_head_seeds():
+    """Each seed is one byte (where the fuzzer cuts the head in two) and then the head."""
+    os.makedirs(HEAD_OUT, exist_ok=True)
+    crlf = lambda *lines: "".join(line + "\r\n" for line in lines + ("",)).encode()
+    # Prometheus 3's default scrape_protocols as scrape.go's acceptHeader writes them, Go's
+    # net/http order (Host, User-Agent, then sorted), basic_auth from the scrape config.
+    accept = ("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,"
+              "application/openmetrics-text;version=0.0.1;q=0.5,"
+              "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2")
+    files = {
+        "bare_lf": b"\x00GET /readyz?x=1 HTTP/1.0\n\n",
+        "kubelet_probe": b"\x05" + crlf("GET /healthz HTTP/1.1", "Host: 10.0.0.1:9435", "User-Agent: kube-probe/1.32",
+                                         "Connection: close"),
+        "prometheus_scrape": b"\x10" + crlf(
+            "GET /metrics HTTP/1.1", "Host: 10.0.0.1:9435", "User-Agent: Prometheus/3.0.0",
+            "Accept: application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5",
+            "Accept-Encoding: gzip"),
+        "prometheus_basic_auth": b"\x2a" + crlf(
+            "GET /metrics HTTP/1.1", "Host: 10.0.0.1:9435", "User-Agent: Prometheus/3.0.1", "Accept: " + accept,
+            "Accept-Encoding: gzip", "Authorization: Basic cHJvbWV0aGV1czpzZWNyZXQ=",
+            "X-Prometheus-Scrape-Timeout-Seconds: 10"),
+        # curl 7.88 (Debian 12): curl http://localhost:9435/metrics, and with -u prometheus:secret.
+        "curl": b"\x07" + crlf("GET /metrics HTTP/1.1", "Host: localhost:9435", "User-Agent: curl/7.88.1", "Accept: */*"),
+        "curl_basic_auth": b"\x33" + crlf("GET /metrics HTTP/1.1", "Host: localhost:9435",
+                                           "Authorization: Basic cHJvbWV0aGV1czpzZWNyZXQ=", "User-Agent: curl/7.88.1",
+                                           "Accept: */*"),
+    }
+    for name, blob in files.items():
+        with open(os.path.join(HEAD_OUT, name), "wb") as f:
+            f.write(blob)
+
+
+def web_config_seeds(git_dir):
+    def git(*args):
+        return subprocess.run(["git", "--git-dir", git_dir, *args], check=True, capture_output=True).stdout
+
+    names = git("ls-tree", "--name-only", EXPORTER_TOOLKIT_COMMIT, "web/testdata/").decode().split()
+    sources = [n for n in names if n.endswith((".yml", ".yaml"))]
+    targets = [os.path.basename(n) for n in sources]
+    sources += ["docs/web-config.yml", "web/web-config.yml"]
+    targets += ["docs_web-config.yml", "web_web-config.yml"]
+    shutil.rmtree(WEB_CONFIG_OUT, ignore_errors=True)
+    os.makedirs(WEB_CONFIG_OUT)
+    for source, target in zip(sources, targets):
+        with open(os.path.join(WEB_CONFIG_OUT, target), "wb") as f:
+            f.write(git("show", EXPORTER_TOOLKIT_COMMIT + ":" + source))
+
+
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--exporter-toolkit", metavar="GIT_DIR", help="a clone of prometheus/exporter-toolkit")
+    args = parser.parse_args()
+    if args.exporter_toolkit:
+        web_config_seeds(args.exporter_toolkit)
+    request_head_seeds()
     usdt_seeds()
     os.makedirs(OUT, exist_ok=True)
     scalars = [kv("u8", 0, b"\x07"), kv("i8", 1, b"\xff"), kv("u16", 2, b"\1\0"), kv("i16", 3, b"\2\0"),

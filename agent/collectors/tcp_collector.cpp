@@ -157,8 +157,15 @@ std::vector<prometheus::MetricFamily> TcpCollector::Collect() const {
     add_sample(reset_family, sent, static_cast<double>(r.sent));
     add_sample(reset_family, recv, static_cast<double>(r.received));
   }
+  // Always there: 0 says the kernel skipped none of the closed sockets' retransmit events.
+  prometheus::MetricFamily settled = make_family(
+      "vigil_agent_tcp_settled_retransmits_total",
+      "Retransmitted segments the TCP set counted only when their socket closed, because the kernel ran none of its "
+      "programs for their retransmit events (already in tcp_retransmits_total; docs/probes-agent.md).",
+      MetricType::Counter);
+  add_sample(settled, {}, static_cast<double>(snapshot.settled_segs));
   return {peers.retrans, peers.synack, reset_family, timers.rto, timers.backoff, timers.consecutive, timers.srtt,
-          timers.stall};
+          timers.stall, settled};
 }
 
 }  // namespace vigil::agent

@@ -3,9 +3,11 @@
 
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 
 #include <algorithm>
 #include <ctime>
+#include <vector>
 
 #include "probes/bpf_util.h"
 
@@ -18,6 +20,13 @@ TcpSnapshot TcpMaps::read() const {
     if (bpf_map_lookup_elem(peers_fd_, &k, &v) == 0) s.peers[k.tgid].emplace_back(k, v);
   }
   s.timers = map_entries<uint32_t, tcp_timer_state>(procs_fd_);
+  const int ncpu = libbpf_num_possible_cpus();
+  if (settled_fd_ >= 0 && ncpu > 0) {
+    std::vector<__u64> per_cpu(static_cast<size_t>(ncpu));
+    __u32 key = 0;
+    if (bpf_map_lookup_elem(settled_fd_, &key, per_cpu.data()) == 0)
+      for (__u64 v : per_cpu) s.settled_segs += v;
+  }
   return s;
 }
 

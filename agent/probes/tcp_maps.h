@@ -19,6 +19,9 @@ namespace vigil::agent {
 struct TcpSnapshot {
   std::map<uint32_t, std::vector<std::pair<tcp_peer_key, tcp_peer_val>>> peers;  // by pid
   std::map<uint32_t, tcp_timer_state> timers;  // by pid: its socket at its latest retransmit
+  // Segments counted only at their socket's close (map retrans_settled, summed over CPUs): the
+  // kernel ran no program of ours for their retransmit events.
+  uint64_t settled_segs = 0;
 };
 
 // What the TCP collector reads: the maps, or a snapshot a unit test made.
@@ -30,14 +33,14 @@ class TcpReader {
 
 class TcpMaps : public TcpReader {
  public:
-  TcpMaps(int peers_fd, int peer_counts_fd, int procs_fd)
-      : peers_fd_(peers_fd), peer_counts_fd_(peer_counts_fd), procs_fd_(procs_fd) {}
+  TcpMaps(int peers_fd, int peer_counts_fd, int procs_fd, int settled_fd = -1)
+      : peers_fd_(peers_fd), peer_counts_fd_(peer_counts_fd), procs_fd_(procs_fd), settled_fd_(settled_fd) {}
   TcpSnapshot read() const override;
   // Deletes the PIDS' entries from peers, peer_counts and procs.
   void forget(const std::set<uint32_t>& pids) const;
 
  private:
-  int peers_fd_, peer_counts_fd_, procs_fd_;
+  int peers_fd_, peer_counts_fd_, procs_fd_, settled_fd_;
 };
 
 // Both ends of the node's TCP connections as tcp.bpf.c records them (map `conns`, whose entries

@@ -109,5 +109,6 @@ int TcpProbe::peers_fd() const { return bpf_map__fd(skel_->maps.peers); }
 int TcpProbe::peer_counts_fd() const { return bpf_map__fd(skel_->maps.peer_counts); }
 int TcpProbe::procs_fd() const { return bpf_map__fd(skel_->maps.procs); }
 int TcpProbe::conns_fd() const { return bpf_map__fd(skel_->maps.conns); }
+int TcpProbe::retrans_settled_fd() const { return bpf_map__fd(skel_->maps.retrans_settled); }
 
 }  // namespace vigil::agent

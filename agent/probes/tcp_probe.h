@@ -32,6 +32,7 @@ class TcpProbe {
   int peer_counts_fd() const;
   int procs_fd() const;
   int conns_fd() const;  // both ends of connections (correlation)
+  int retrans_settled_fd() const;  // segments counted at close (per CPU)
 
  private:
   // Sets which programs load: the tp_btf ones the kernel has, else their fallbacks; none in OFF.

@@ -9,7 +9,7 @@ TcpSet::TcpSet(SetContext& ctx)
     : processes_(ctx.processes),
       probe_(ctx.cfg.kernel_btf, ctx.stats, ctx.cfg.probes.disabled_in("tcp"),
              set_pin_dir(ctx.cfg.bpf_pin_root, "tcp")),
-      maps_(probe_.peers_fd(), probe_.peer_counts_fd(), probe_.procs_fd()),
+      maps_(probe_.peers_fd(), probe_.peer_counts_fd(), probe_.procs_fd(), probe_.retrans_settled_fd()),
       connections_(probe_.conns_fd()),
       collector_(std::make_shared<TcpCollector>(maps_, ctx.cfg.tcp_top_peers, ctx.processes)) {}
 

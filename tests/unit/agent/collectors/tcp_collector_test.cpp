@@ -117,6 +117,16 @@ TEST_F(TcpCollectorTest, RetiredResetsAddToALiveMemberOfTheGroup) {
   EXPECT_EQ(values_by(c.Collect(), "tcp_resets_total", "direction")["sent"], 3);
 }
 
+// Segments settled at close (the kernel ran no program of ours for their events) are one series,
+// there at 0 too: the agent's own account of what its events missed.
+TEST_F(TcpCollectorTest, SettledRetransmitsAlwaysOneSeries) {
+  TcpCollector c(tcp_, 2, processes_);
+  ASSERT_EQ(family(c.Collect(), "vigil_agent_tcp_settled_retransmits_total").metric.size(), 1u);
+  EXPECT_EQ(family(c.Collect(), "vigil_agent_tcp_settled_retransmits_total").metric[0].counter.value, 0);
+  tcp_.snapshot.settled_segs = 3;
+  EXPECT_EQ(family(c.Collect(), "vigil_agent_tcp_settled_retransmits_total").metric[0].counter.value, 3);
+}
+
 TEST(TcpMapsHelpers, StallSecondsOnlyWhileTimeoutsGoOn) {
   tcp_timer_state s{};
   s.rto_us = 1000000;

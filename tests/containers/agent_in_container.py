@@ -8,7 +8,9 @@ container with a network namespace of its own:
   (a) the worker container's TCP retransmits (nftables loss on the client's side of a veth):
       the agent's tcp_retransmits_total and tcp_synack_retransmits_total to the client equal the
       kernel's RetransSegs and TCPSynRetrans read in the container's namespace, and at least 95 %
-      of them carry the worker container's id;
+      of them carry the worker container's id; a witness of the retransmit tracepoints
+      (pylib/vigil_harness/tcp_witness.py) holds them to the kernel's exactly, unless the kernel
+      did not run the agent's programs for an event of the worker's, which it then names;
   (b) a workload in a third container that loads a stand-in libcuda.so.1 from its own image
       layer is discovered through /proc/PID/root, and the agent's counters equal its own record;
   (c) the worker's USDT allocator probes are attached through /proc/PID/root and the agent's
@@ -25,7 +27,6 @@ container with a network namespace of its own:
 
 usage: agent_in_container.py MODEL_DIR CUDA_WORKLOAD FAKE_LIBCUDA
        (root, podman; images from images/build.sh; the workload and stand-in driver from tests/standins)"""
-import collections
 import json
 import os
 import re
@@ -38,6 +39,7 @@ import urllib.request
 from vigil_harness.agent import held_bpf_ids, parse_metrics, select, sh, total
 from vigil_harness.fail import fail, require_root
 from vigil_harness.ports import listen_port
+from vigil_harness.tcp_witness import TcpWitness, between
 import podman_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -120,77 +122,6 @@ def retrans_settled(agent_pid):
         return sum(c['value'] for e in json.loads(out.stdout) for c in e['formatted']['values'])
     except (KeyError, TypeError, ValueError):
         return 'unreadable (%d bytes of bpftool output)' % len(out.stdout)
-
-
-class RetransmitTrace:
-    """A witness the agent did not produce, read when a count falls short, to tell an event the
-    kernel never fired from one our program did not run for: a tracefs instance of its own
-    recording the kernel's tcp_retransmit_skb and tcp_retransmit_synack events, beside the run
-    counts of the agent's programs on them (kernel.bpf_stats_enabled on for the test)."""
-    EVENTS = {'tcp_retransmit_skb': ('retransmit_btf', 'retransmit_tp'),
-              'tcp_retransmit_synack': ('synack_btf', 'synack_tp')}
-    STATS = '/proc/sys/kernel/bpf_stats_enabled'
-
-    def __init__(self):
-        self.dir = '/sys/kernel/tracing/instances/vigil-aic-%s' % TAG
-
-    def __enter__(self):
-        with open(self.STATS) as f:
-            self.stats_were = f.read().strip()
-        with open(self.STATS, 'w') as f:
-            f.write('1')
-        os.mkdir(self.dir)
-        with open(os.path.join(self.dir, 'buffer_size_kb'), 'w') as f:
-            f.write('4096')
-        self.enable('1')
-        return self
-
-    def enable(self, on):
-        for event in self.EVENTS:
-            with open(os.path.join(self.dir, 'events', 'tcp', event, 'enable'), 'w') as f:
-                f.write(on)
-
-    def runs(self):
-        """Runs and recursion misses of the agent's programs on each event, summed over its
-        programs of those names (another agent on the machine runs its own)."""
-        progs = json.loads(sh('bpftool', '-j', 'prog', 'show').stdout)
-        return {event: [sum(p.get(k, 0) for p in progs if p.get('name') in names and p['id'] in self.progs)
-                        for k in ('run_cnt', 'recursion_misses')]
-                for event, names in RetransmitTrace.EVENTS.items()}
-
-    def clear(self, agent_pid):
-        """Starts the witness of the agent in process AGENT_PID (its programs from its fds)."""
-        self.progs = held_bpf_ids(agent_pid, ('prog_id',))['prog_id']
-        # Runs read before the trace is cleared, and after it is read: an event in between counts
-        # as a run, never as a run missing.
-        self.runs_before = self.runs()
-        with open(os.path.join(self.dir, 'trace'), 'w') as f:
-            f.write('')
-
-    def report(self, daddr):
-        """Per event: the kernel's events since clear() (all, and to DADDR with err=0 or another
-        err) against the programs' runs and recursion misses; and the events' lines."""
-        with open(os.path.join(self.dir, 'trace')) as f:
-            lines = [l.rstrip() for l in f if not l.startswith('#')]
-        runs = self.runs()
-        out = []
-        for event in self.EVENTS:
-            mine = [l for l in lines if ' %s: ' % event in l]
-            to = [l for l in mine if ' daddr=%s ' % daddr in l]
-            failed = sum(1 for l in to if ' err=' in l and not l.endswith(' err=0'))
-            out.append('%s: kernel %d events (%d to %s, %d of them failed), programs ran %d times, missed %d'
-                       % (event, len(mine), len(to), daddr, failed, runs[event][0] - self.runs_before[event][0],
-                          runs[event][1] - self.runs_before[event][1]))
-        # The task each event interrupted or ran in (a softirq runs on whatever task was current).
-        tasks = collections.Counter(l.split()[0].rsplit('-', 1)[0] for l in lines)
-        out.append('tasks: ' + ', '.join('%s %d' % t for t in tasks.most_common()))
-        return '; '.join(out), lines
-
-    def __exit__(self, *exc):
-        self.enable('0')
-        os.rmdir(self.dir)
-        with open(self.STATS, 'w') as f:
-            f.write(self.stats_were)
 
 
 def running(name):
@@ -441,7 +372,7 @@ def main():
     for image in ('vigil/agent:' + version, 'vigil/worker:' + version):
         if podman('image', 'exists', image, check=False).returncode != 0:
             fail('image %s missing (images/build.sh builds it)' % image)
-    with Scene() as scene, RetransmitTrace() as trace:
+    with Scene() as scene, TcpWitness('aic-' + TAG) as witness:
         port = listen_port()
         kustomize_dir = os.path.join(scene.state, 'kustomize')
         kustomize = podman_flags.podman_args(podman_flags.render('base'), 'vigil-agent', kustomize_dir,
@@ -496,8 +427,9 @@ def main():
 
         # (a) retransmits of the worker container under loss, against its namespace's kernel counter.
         apid = int(podman('inspect', '--format', '{{.State.Pid}}', scene.agent).stdout.strip())
-        trace.clear(apid)
-        before, syn_before = retrans_segs(scene.ns_w), syn_retrans(scene.ns_w)
+        witness.watch(apid)  # the agent's programs, from its fds (host pid)
+        own = between((W_ADDR, C_ADDR), ports=(8080,), saddr=W_ADDR)  # the worker's end of its connections
+        start = witness.mark(read=lambda: (retrans_segs(scene.ns_w), syn_retrans(scene.ns_w)))
         scene.loss(LOSS_PERCENT)
         sh(*client, get, base + '/metrics', '300')
         scene.loss(0)
@@ -515,8 +447,12 @@ def main():
             time.sleep(0.5)
         else:
             print('connections to the client still open after 30 s:\n' + open_ends)
-        kernel = retrans_segs(scene.ns_w) - before
-        syn_kernel = syn_retrans(scene.ns_w) - syn_before
+        # The kernel's counters and the agent read together, between two retransmits of the worker's.
+        end = witness.settled_mark(lambda: (retrans_segs(scene.ns_w), syn_retrans(scene.ns_w),
+                                            parse_metrics(http(metrics_url))), own)
+        witness.unwatch()
+        kernel, syn_kernel = end.value[0] - start.value[0], end.value[1] - start.value[1]
+        tcp_scrape = end.value[2]
         wm = parse_metrics(subprocess.run(client + ['import sys, urllib.request; print(urllib.request.urlopen('
                                                     'sys.argv[1]).read().decode())', base + '/metrics'],
                                           capture_output=True, text=True, check=True).stdout)
@@ -532,30 +468,32 @@ def main():
         print('worker container %s (host pid %d), in its namespace: kernel RetransSegs %d, TCPSynRetrans %d'
               % (cid[:12], wpid, kernel, syn_kernel))
         print('of them settled at close (no retransmit event of the agent counted them): %s' % retrans_settled(apid))
-        witness, lines = trace.report(C_ADDR)
-        print('tracefs witness: ' + witness)
         if kernel < 10:
             fail('only %d retransmits with %d%% loss: the loss rule did not work' % (kernel, LOSS_PERCENT))
+        counted = {}
         for name, truth in (('tcp_retransmits_total', kernel), ('tcp_synack_retransmits_total', syn_kernel)):
-            mine, unattributed, others = by_owner(s, name, C_ADDR, cid)
+            mine, unattributed, others = by_owner(tcp_scrape, name, C_ADDR, cid)
             print('agent %s to peer %s: the container\'s %d + unattributed %d = %d, kernel %d; other owners %s'
                   % (name, C_ADDR, mine, unattributed, mine + unattributed, truth, others or 'none'))
             if others:
                 fail('%s to %s counted for owners other than the worker container: %s' % (name, C_ADDR, others))
             if mine + unattributed != truth:
-                for l, v in select(s, name):  # where the difference went: another peer, "other"
+                for l, v in select(tcp_scrape, name):  # where the difference went: another peer, "other"
                     print('  %s{pid=%s, comm=%s, container_id=%s, peer=%s} %d'
                           % (name, l.get('pid'), l.get('comm'), (l.get('container_id') or '')[:12], l.get('peer'), v))
-                mine_syn, unattributed_syn, _ = by_owner(s, 'tcp_synack_retransmits_total', C_ADDR, cid)
-                misses = {l['program']: v for l, v in select(s, 'vigil_agent_bpf_program_recursion_misses_total',
-                                                             set='tcp') if v > 0}
-                print('  of which SYN-ACK: agent %d, kernel %d; programs the kernel skipped: %s'
-                      % (mine_syn + unattributed_syn, syn_kernel, misses or 'none counted'))
-                print('  the tracefs witness\'s events:\n' + '\n'.join('    ' + l for l in lines))
-                fail('%s to %s: the container\'s %d + unattributed %d != the kernel\'s %d in the worker namespace'
-                     % (name, C_ADDR, mine, unattributed, truth))
             if unattributed > 0.05 * truth:
                 fail('%s: %d of %d unattributed (pid 0), not the worker container\'s' % (name, unattributed, truth))
+            counted[name] = mine + unattributed
+        # One count per SYN-ACK event (a listener has no per-socket total to settle from); the
+        # kernel's RetransSegs and the agent's retransmits both include the SYN-ACKs, so the rest
+        # is the data retransmits', in segments (a skipped event is made up for by its socket's
+        # next one, or at its close: settle_at_close).
+        account = witness.account(start, end, own)
+        witness.check('SYN-ACK retransmits', account, 'tcp_retransmit_synack',
+                      counted['tcp_synack_retransmits_total'], syn_kernel, 'events')
+        witness.check('data retransmits', account, 'tcp_retransmit_skb',
+                      counted['tcp_retransmits_total'] - counted['tcp_synack_retransmits_total'],
+                      kernel - syn_kernel, 'segments')
 
         # (d) the worker's series name its container.
         rows = [(n, l) for n, l, _ in s if l.get('pid') == str(wpid)]

@@ -14,6 +14,10 @@ layout: the next agent says so, counts unpinned, and replaces the pinned links (
 the old maps) instead of leaving them running beside its own.
 While no agent runs after the SIGTERM, EXECS processes are started: their exec events wait in the
 proc set's pinned ring and the next agent reads every one of them (before: a new ring, none).
+With pins, a witness of the retransmit tracepoint (pylib/vigil_harness/tcp_witness.py) follows the
+first agent's programs, which the pinned links keep running through both restarts (each next agent
+must run those very programs), and holds every count to the kernel's: equal exactly unless the
+kernel skipped the program for the sender's latest retransmit, which it then names.
 usage: tcp_restart.py VIGIL_AGENT EXEC_STORM [--no-pins]"""
 import json
 import os
@@ -24,7 +28,8 @@ import time
 
 from vigil_harness.agent import Agent, remove_pins, restart_pins, select, sh, total
 from vigil_harness.fail import fail, require_root
-from vigil_harness.netns import B_ADDR, LOSS_PERCENT, Namespaces, retrans_segs
+from vigil_harness.netns import A_ADDR, B_ADDR, LOSS_PERCENT, Namespaces, retrans_segs
+from vigil_harness.tcp_witness import TcpWitness, between
 
 STEP = 8 * 1024 * 1024
 PORT = 5207
@@ -115,12 +120,21 @@ def mismatch(agent, agent_bin, args, root, failures):
     return agent
 
 
+def same_programs(witness, agent, name):
+    """The agent runs the programs the witness follows (adopted from the pinned links)."""
+    held = witness.agent_programs(agent.proc.pid)
+    missing = {t: ids for t, ids in witness.ids.items() if not set(ids) <= set(held.get(t, ()))}
+    if missing:
+        fail('%s: the agent does not hold the programs the pinned links ran (%s); it holds %s' % (name, missing, held))
+
+
 def main():
     require_root()
     agent_bin, exec_storm = sys.argv[1], sys.argv[2]
     pins, root, args = restart_pins('tcp-restart', sys.argv[3:])
     failures = []
-    with Namespaces() as nets:
+    own = between((A_ADDR, B_ADDR), ports=(PORT,))
+    with TcpWitness('tcp-restart') as witness, Namespaces() as nets:
         receiver = subprocess.Popen(['ip', 'netns', 'exec', nets.b, sys.executable, '-c', RECEIVER],
                                     stdout=subprocess.PIPE, text=True)
         receiver.stdout.readline()
@@ -130,15 +144,22 @@ def main():
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             sender.stdout.readline()
-            base = retrans_segs(nets.a)
+            if pins:
+                witness.watch(agent.proc.pid)
+            start = witness.mark(read=lambda: retrans_segs(nets.a))
+            base = start.value
             nets.nft(nets.b, LOSS_PERCENT)
             send_step(sender)
             time.sleep(0.5)
-            last = view(agent, sender.pid)
-            truth = retrans_segs(nets.a) - base
+            end = witness.settled_mark(lambda: (retrans_segs(nets.a), view(agent, sender.pid)), own)
+            last = end.value[1]
+            truth = end.value[0] - base
             print('first agent: kernel RetransSegs %d, agent %s' % (truth, last))
             if truth < 10:
                 fail('only %d retransmits with %d%% loss: the loss rule did not work' % (truth, LOSS_PERCENT))
+            if pins:
+                witness.check('first agent', witness.account(start, end, own), 'tcp_retransmit_skb',
+                              last['retransmits'], truth, 'segments')
             for name, how in (('SIGTERM', signal.SIGTERM), ('SIGKILL', signal.SIGKILL)):
                 t0 = time.time()
                 if how == signal.SIGTERM:
@@ -152,6 +173,8 @@ def main():
                 if how == signal.SIGTERM:
                     storm = subprocess.run([exec_storm, str(EXECS), '4'], check=True, capture_output=True, text=True)
                 agent = Agent(agent_bin, CONFIG, args)
+                if pins:
+                    same_programs(witness, agent, name)
                 if how == signal.SIGTERM:
                     time.sleep(0.5)
                     read = ring_read(agent)
@@ -167,10 +190,13 @@ def main():
                     if stage != 'after the restart':
                         send_step(sender)
                     time.sleep(0.5)
-                    now = view(agent, sender.pid)
-                    truth = retrans_segs(nets.a) - base
+                    end = witness.settled_mark(lambda: (retrans_segs(nets.a), view(agent, sender.pid)), own)
+                    now, truth = end.value[1], end.value[0] - base
                     print('%s, %s: kernel RetransSegs %d, agent %s' % (name, stage, truth, now))
-                    if now['retransmits'] != truth:
+                    if pins:  # the whole run so far: the same programs ran throughout
+                        witness.check('%s, %s' % (name, stage), witness.account(start, end, own),
+                                      'tcp_retransmit_skb', now['retransmits'], truth, 'segments')
+                    elif now['retransmits'] != truth:
                         failures.append('%s, %s: the agent counts %d retransmits, the kernel %d'
                                         % (name, stage, now['retransmits'], truth))
                     for counter, value in now.items():
@@ -179,6 +205,7 @@ def main():
                                             % (name, stage, counter, last[counter], value))
                     last = now
             if pins:
+                witness.unwatch()  # the mismatch replaces the programs it follows
                 agent = mismatch(agent, agent_bin, args, root, failures)
         finally:
             sender.kill()

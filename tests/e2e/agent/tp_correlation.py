@@ -11,6 +11,9 @@ processes in each namespace equal the kernel's RetransSegs there), then a blackh
 gauge of *both* ranks must pass 0.5 before a collective times out, and both ranks' timeouts must
 be counted as correlated, none as uncorrelated, although the rank that only waits to receive
 never retransmits itself (its peer's end of the same connection backs off).
+Both comparisons with RetransSegs carry a witness of the retransmit tracepoint
+(pylib/vigil_harness/tcp_witness.py): equal exactly, unless the kernel skipped the agent's program
+for an event of a namespace's sockets that no later event of its socket made up for; it names them.
 usage: tp_correlation.py VIGIL_AGENT VIGIL_WORKER MODEL"""
 import os
 import shutil
@@ -22,6 +25,7 @@ import time
 from vigil_harness.agent import Agent, declared_total, sh, total
 from vigil_harness.fail import fail, require_root
 from vigil_harness.netns import Namespaces, retrans_segs
+from vigil_harness.tcp_witness import SocketsIn, TcpWitness, any_of, between
 from vigil_harness.tp_group import complete, start_group
 
 TIMEOUT_S = 8
@@ -53,48 +57,59 @@ def classified(samples, rank):
             correlation(samples, rank.pid, 'nccl_tcp_uncorrelated_timeouts_total'))
 
 
-def settled_scrape(agent, namespaces, limit_s=20):
-    """A scrape together with each namespace's RetransSegs, read while the kernel's counts stayed
-    the same before and after the scrape. Retransmits go on after the loss ends (a tail-loss probe,
-    an RTO already armed, a spurious timeout on a loaded machine): one that lands between the
-    scrape and the kernel read looks like a miss of the agent's, although the next scrape has it."""
-    deadline = time.time() + limit_s
-    while True:
-        before = {ns: retrans_segs(ns) for ns in namespaces}
-        s = agent.scrape()
-        after = {ns: retrans_segs(ns) for ns in namespaces}
-        if before == after:
-            return s, after
-        if time.time() > deadline:
-            fail('RetransSegs still moving %d s after the loss ended: %s -> %s' % (limit_s, before, after))
-        time.sleep(0.3)
+def own_sockets(r0, r1):
+    """Each namespace's own sockets, as the witness sees their retransmits: those `ss` lists there
+    (the ranks' connection), and in rank 0's namespace the loopback to its HTTP port (curl's
+    connection, whose server end is gone once closed)."""
+    return {r0.ns: SocketsIn(r0.ns, also=between(('127.0.0.1',), ports=(r0.port,))), r1.ns: SocketsIn(r1.ns)}
 
 
-def compare_retransmits(phase, s, kernel, kernel0, ranks):
-    """The agent's retransmits in scrape S of each rank and the other processes in its namespace
-    (RANKS: (rank, [pid])) against the kernel's RetransSegs there (KERNEL, since KERNEL0). Rank 0's
-    namespace also holds the curl client (loopback to rank 0's HTTP port): its sockets are the
-    kernel's too, so they count on both sides. A process without retransmits has no series."""
+def counts(agent, ranks):
+    """A read of each namespace's RetransSegs and of the agent, for a witness mark."""
+    return lambda: ({r.ns: retrans_segs(r.ns) for r in ranks}, agent.scrape() if agent else None)
+
+
+def settled_scrape(agent, witness, ranks, own):
+    """A scrape together with each namespace's RetransSegs, read between two retransmits of the
+    test's sockets (OWN). Retransmits go on after the loss ends (a tail-loss probe, an RTO already
+    armed, a spurious timeout on a loaded machine): one that lands between the scrape and the
+    kernel read looks like a miss of the agent's, although the next scrape has it."""
+    for sockets in own.values():
+        sockets.refresh()
+    return witness.settled_mark(counts(agent, ranks), any_of(*own.values()))
+
+
+def compare_retransmits(phase, witness, start, end, ranks, own):
+    """The agent's retransmits in END's scrape of each rank and the other processes in its
+    namespace (RANKS: (rank, [pid])) against the kernel's RetransSegs there since START, through
+    the witness (OWN: each namespace's sockets). Rank 0's namespace also holds the curl client
+    (loopback to rank 0's HTTP port): its sockets are the kernel's too, so they count on both
+    sides. A process without retransmits has no series."""
+    kernel, s = end.value
+    account = None
     for r, others in ranks:
         seen = {pid: total(s, 'tcp_retransmits_total', pid=pid) for pid in [r.pid] + others}
-        got = kernel[r.ns] - kernel0[r.pid]
+        got = kernel[r.ns] - start.value[0][r.ns]
         print('%s: namespace of rank pid %d: agent %s retransmits, kernel RetransSegs %d' % (phase, r.pid, seen, got))
-        if sum(seen.values()) != got:
-            print('   unattributed (no owner known): %d' % total(s, 'tcp_retransmits_total', pid=0))
-            fail("%s: the agent's retransmits differ from the kernel's" % phase)
-        print('   by peer: %s' % [(l.get('peer'), v) for n, l, v in s
-                                   if n == 'tcp_retransmits_total' and int(l.get('pid', -1)) in seen])
+        print('   by peer: %s; unattributed (no owner known): %d' % (
+            [(l.get('peer'), v) for n, l, v in s if n == 'tcp_retransmits_total' and int(l.get('pid', -1)) in seen],
+            total(s, 'tcp_retransmits_total', pid=0)))
+        account = witness.account(start, end, own[r.ns])
+        witness.check('%s, namespace of rank %d' % (phase, r.rank), account, 'tcp_retransmit_skb',
+                      sum(seen.values()), got, 'segments')
 
 
-def clean_run(agent, nets, worker, model, tmp):
+def clean_run(agent, witness, nets, worker, model, tmp):
     r0, r1 = start_group(nets, worker, model, tmp, 'clean', TIMEOUT_S)
     try:
-        kernel0 = {r.pid: retrans_segs(r.ns) for r in (r0, r1)}
+        own = own_sockets(r0, r1)
+        start = witness.mark(counts(None, (r0, r1)))
         curl, out = complete(r0, 16)
         if out.count('"text"') < 16 or '[DONE]' not in out:
             fail('clean request did not complete: ' + out[-300:])
-        s, kernel = settled_scrape(agent, (r0.ns, r1.ns))
-        compare_retransmits('clean', s, kernel, kernel0, ((r0, [curl]), (r1, [])))
+        end = settled_scrape(agent, witness, (r0, r1), own)
+        s = end.value[1]
+        compare_retransmits('clean', witness, start, end, ((r0, [curl]), (r1, [])), own)
         for r in (r0, r1):
             risk = select_one(s, 'nccl_tcp_timeout_risk_ratio', r.pid)
             print('clean: pid %d risk %s, retransmits %d, correlated %d, uncorrelated %d' % (
@@ -145,19 +160,20 @@ def select_one(samples, name, pid):
     return rows[0] if rows else None
 
 
-def faulty_run(agent, nets, worker, model, tmp):
+def faulty_run(agent, witness, nets, worker, model, tmp):
     r0, r1 = start_group(nets, worker, model, tmp, 'faulty', TIMEOUT_S)
     client = None
     try:
-        kernel0 = {r.pid: retrans_segs(r.ns) for r in (r0, r1)}
+        own = own_sockets(r0, r1)
+        start = witness.mark(counts(None, (r0, r1)))
         client = complete(r0, 1500, background=True)  # within the 2048-token context
         time.sleep(2)
         link_loss(nets, LOSS_PERCENT)
         time.sleep(6)
         link_loss(nets, 0)
-        s, kernel = settled_scrape(agent, (r0.ns, r1.ns))
-        compare_retransmits('loss %d%%' % LOSS_PERCENT, s, kernel, kernel0, ((r0, [client.pid]), (r1, [])))
-        if any(kernel[r.ns] == kernel0[r.pid] for r in (r0, r1)):
+        end = settled_scrape(agent, witness, (r0, r1), own)
+        compare_retransmits('loss %d%%' % LOSS_PERCENT, witness, start, end, ((r0, [client.pid]), (r1, [])), own)
+        if any(end.value[0][r.ns] == start.value[0][r.ns] for r in (r0, r1)):
             fail('no retransmit in a namespace under %d%% loss: the loss rule did not work' % LOSS_PERCENT)
         if r0.proc.poll() is not None:
             fail('rank 0 died under %d%% loss: %s' % (LOSS_PERCENT, ''.join(r0.log)[-500:]))
@@ -207,9 +223,11 @@ def main():
         f.write('engine:\n  threads: 1\n')
     config = 'probes: {cuda: false, nccl: false}\nlibraries: {usdt: [%s]}\n' % os.path.realpath(worker)
     try:
-        with Namespaces() as nets, Agent(agent_bin, config) as agent:
-            clean_run(agent, nets, worker, model, tmp)
-            faulty_run(agent, nets, worker, model, tmp)
+        with TcpWitness('tp-correlation') as witness, Namespaces() as nets, Agent(agent_bin, config) as agent:
+            witness.watch(agent.proc.pid)
+            clean_run(agent, witness, nets, worker, model, tmp)
+            faulty_run(agent, witness, nets, worker, model, tmp)
+            witness.unwatch()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print('ok')

@@ -62,29 +62,49 @@ def links_by_file(agent):
 
 
 def attached(agent, root):
-    """The USDT links the agent holds on this test's own copies (under ROOT). Other vigil-worker
-    processes on the machine are attached too and are none of this test's business (#47: two
-    unrelated workers once kept their 3 links and failed it), so the agent's total is checked
-    against its own per-file account instead: every link it counts is one its log says it holds."""
-    s = agent.scrape()
-    held = links_by_file(agent)
-    metric = total(s, 'vigil_agent_probes_attached', require=True, set='usdt')
-    if metric != sum(held.values()):
-        # The scrape and the log are read a moment apart: a discovery pass may fall between them.
-        s, held = agent.scrape(), links_by_file(agent)
-        metric = total(s, 'vigil_agent_probes_attached', require=True, set='usdt')
-        if metric != sum(held.values()):
-            fail('the agent counts %d USDT links, its log accounts for %d: %s' % (metric, sum(held.values()), held))
-    return sum(n for f, n in held.items() if f.rpartition(' -> ')[2].startswith(root + '/'))
+    """The USDT links the agent holds on this test's own copies (under ROOT), by its log. Other
+    vigil-worker processes on the machine are attached too and are none of this test's business
+    (#47: two unrelated workers once kept their 3 links and failed it); total_matches_log() ties
+    the log to the agent's own count."""
+    return sum(n for f, n in links_by_file(agent).items() if f.rpartition(' -> ')[2].startswith(root + '/'))
 
 
-def wait_released(agent, root, timeout=20):
+def total_matches_log(agent, timeout=5):
+    """The agent's vigil_agent_probes_attached{set=usdt} equals the links its log says it holds.
+    Called when this test's copies are settled; another process starting or exiting meanwhile can
+    move both between the two reads, hence a few tries."""
     deadline = time.time() + timeout
-    while attached(agent, root) != 0:
+    while True:
+        held = links_by_file(agent)
+        metric = total(agent.scrape(), 'vigil_agent_probes_attached', require=True, set='usdt')
+        if metric == sum(held.values()) and held == links_by_file(agent):
+            return
         if time.time() > deadline:
-            fail('%d USDT links on this test\'s copies still held %d s after every process mapping them exited'
-                 % (attached(agent, root), timeout))
+            fail('the agent counts %d USDT links, its log accounts for %d: %s' % (metric, sum(held.values()), held))
         time.sleep(0.5)
+
+
+def wait_released(agent, root, stall=20):
+    """Waits until the agent holds no link on this test's copies. Detaching is serial and each
+    uprobe link waits for an RCU grace period: 100 links took 20 s beside a CPU burner (0.2 s
+    each, #47), so the wait ends on progress, not a fixed time: it fails once STALL seconds pass
+    with no link released."""
+    start = time.time()
+    held, since = attached(agent, root), time.time()
+    while held != 0:
+        if time.time() - since > stall:
+            files = [f for f, n in links_by_file(agent).items() if n and f.rpartition(' -> ')[2].startswith(root + '/')]
+            paths = {f.rpartition(' -> ')[2] for f in files}
+            lines = [l for l in agent.log_text().splitlines() if any(p in l for p in paths)]
+            fail('%d USDT links on this test\'s copies still held, none released for %d s (%.0f s after every process '
+                 'mapping them exited): %s; the agent\'s lines on them:\n%s'
+                 % (held, stall, time.time() - start, files, '\n'.join(lines)))
+        time.sleep(0.5)
+        now = attached(agent, root)
+        if now < held:
+            held, since = now, time.time()
+    total_matches_log(agent)
+    return time.time() - start
 
 
 def copy(src, root, i):
@@ -113,7 +133,8 @@ def main():
                       % (first, first + BATCH - 1, BATCH - len(unset), BATCH, failures or 'none'))
                 if unset or failures:
                     fail('copies %s ran without their probes (failures %s)' % (unset, failures))
-                wait_released(agent, root)
+                took = wait_released(agent, root)
+                print('copies %d-%d: released in %.1f s' % (first, first + BATCH - 1, took))
             print('%d distinct copies attached and released; links held on them now: %d' % (COPIES, attached(agent, root)))
 
             d = os.path.join(root, 'many')

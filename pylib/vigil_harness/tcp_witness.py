@@ -370,7 +370,9 @@ class TcpWitness:
             mine = [e for e in evs if own(e) and start.t0 - GUARD_NS < e.ts < end.t1 + GUARD_NS]
             acc = {'T': len(inside), 'R': runs, 'M': misses, 'S': len(inside) - runs - misses, 'E': len(mine),
                    'near_reads': [e for e in mine if e.ts <= start.t1 + GUARD_NS or e.ts >= end.t0 - GUARD_NS],
-                   'events': inside, 'own_events': mine}
+                   'events': inside, 'own_events': mine,
+                   # The test's events in the 5 s before the window: a count read too late misses them.
+                   'before': [e for e in evs if own(e) and start.t0 - 5000000000 < e.ts <= start.t0 - GUARD_NS]}
             steps = [m for m in usable if a.t0 <= m.t0 <= b.t0]
             acc['short'] = []
             lo = hi = 0
@@ -433,6 +435,9 @@ class TcpWitness:
                 print('%s: %d segments short, explained by skipped events that were their sockets\' last: %s'
                       % (what, kernel - agent, [e.line for e in last]), flush=True)
         if problems:
+            if a['before']:
+                print('%s: the test\'s events in the 5 s before the window (%d), the last: %s'
+                      % (what, len(a['before']), [e.line for e in a['before'][-5:]]))
             fail('%s: %s' % (what, '; '.join(problems)))
 
     def __exit__(self, *exc):

@@ -429,7 +429,9 @@ def main():
         apid = int(podman('inspect', '--format', '{{.State.Pid}}', scene.agent).stdout.strip())
         witness.watch(apid)  # the agent's programs, from its fds (host pid)
         own = between((W_ADDR, C_ADDR), ports=(8080,), saddr=W_ADDR)  # the worker's end of its connections
-        start = witness.mark(read=lambda: (retrans_segs(scene.ns_w), syn_retrans(scene.ns_w)))
+        # The agent's counts from here, as the kernel's: the requests before may have retransmitted.
+        start = witness.settled_mark(lambda: (retrans_segs(scene.ns_w), syn_retrans(scene.ns_w),
+                                              parse_metrics(http(metrics_url))), own)
         scene.loss(LOSS_PERCENT)
         sh(*client, get, base + '/metrics', '300')
         scene.loss(0)
@@ -473,6 +475,8 @@ def main():
         counted = {}
         for name, truth in (('tcp_retransmits_total', kernel), ('tcp_synack_retransmits_total', syn_kernel)):
             mine, unattributed, others = by_owner(tcp_scrape, name, C_ADDR, cid)
+            mine0, unattributed0, _ = by_owner(start.value[2], name, C_ADDR, cid)
+            mine, unattributed = mine - mine0, unattributed - unattributed0
             print('agent %s to peer %s: the container\'s %d + unattributed %d = %d, kernel %d; other owners %s'
                   % (name, C_ADDR, mine, unattributed, mine + unattributed, truth, others or 'none'))
             if others:

@@ -91,8 +91,8 @@ def main():
                 time.sleep(blackhole + wait - time.time())
                 # lastack at the scrape lies between the two reads (nothing is acknowledged now).
                 first = kernel_socket(nets.a, STREAM)
-                end = witness.settled_mark(lambda: (retrans_segs(nets.a), agent.scrape()), own)
-                s = end.value[1]
+                scraped = witness.mark(read=agent.scrape)  # nothing else between the two reads of the kernel
+                s = scraped.value
                 elapsed = time.time() - blackhole
                 k_rto, k_lastack, k_backoff = kernel_socket(nets.a, STREAM)
                 stall = total(s, 'tcp_stall_seconds', require=True, pid=pid)
@@ -108,11 +108,15 @@ def main():
                       "lastack - stall %.3f..%.3f s, rto before %.3f s" % (
                           k_rto, first[1], k_lastack, k_backoff, kernel_risk, first[1] - stall, k_lastack - stall,
                           rto_before))
-                account = witness.account(start, end, own)
-                witness.check('%.1f s after the blackhole' % wait, account, 'tcp_retransmit_skb',
-                              total(s, 'tcp_retransmits_total', pid=pid), end.value[0] - start.value, 'segments')
-                # Skipped events of the socket that no later one made up for: its latest may be one of them.
-                stale = possibly_last(account['tcp_retransmit_skb'])
+                # The counts, read again together between two retransmits of the stream (the socket
+                # backs off: one may fire at any read).
+                counted = witness.settled_mark(lambda: (retrans_segs(nets.a), agent.scrape()), own)
+                witness.check('%.1f s after the blackhole' % wait, witness.account(start, counted, own),
+                              'tcp_retransmit_skb', total(counted.value[1], 'tcp_retransmits_total', pid=pid),
+                              counted.value[0] - start.value, 'segments')
+                # Skipped events of the socket before the scrape that no later one made up for: the
+                # agent's latest state may be the one before them.
+                stale = possibly_last(witness.account(start, scraped, own)['tcp_retransmit_skb'])
                 # The stall runs from the run's first retransmit: a tail-loss probe (10 to 40 ms after the last
                 # ack, measured) or else the first timeout, one RTO after it.
                 if not (first[1] - rto_before - JIFFY_S <= stall <= k_lastack + JIFFY_S):

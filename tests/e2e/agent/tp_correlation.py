@@ -64,9 +64,23 @@ def own_sockets(r0, r1):
     return {r0.ns: SocketsIn(r0.ns, also=between(('127.0.0.1',), ports=(r0.port,))), r1.ns: SocketsIn(r1.ns)}
 
 
-def counts(agent, ranks):
+def counts(agent, namespaces):
     """A read of each namespace's RetransSegs and of the agent, for a witness mark."""
-    return lambda: ({r.ns: retrans_segs(r.ns) for r in ranks}, agent.scrape() if agent else None)
+    return lambda: ({ns: retrans_segs(ns) for ns in namespaces}, agent.scrape() if agent else None)
+
+
+def start_mark(witness, nets, limit_s=20):
+    """The baseline of a run, taken before its ranks start: the agent's counts of their pids are
+    totals since they began (a spurious timeout while they connect is theirs), so the kernel's
+    must be counted from before that too; and once no connection of an earlier run is left to
+    retransmit in the namespaces (TIME-WAIT sends nothing)."""
+    deadline = time.time() + limit_s
+    while any(sh('ip', 'netns', 'exec', ns, 'ss', '-Htan', 'state', 'all', 'exclude', 'time-wait',
+                 'exclude', 'listening').stdout.strip() for ns in (nets.a, nets.b)):
+        if time.time() > deadline:
+            fail('connections of the previous run still open %d s after it' % limit_s)
+        time.sleep(0.2)
+    return witness.mark(counts(None, (nets.a, nets.b)))
 
 
 def settled_scrape(agent, witness, ranks, own):
@@ -76,7 +90,7 @@ def settled_scrape(agent, witness, ranks, own):
     kernel read looks like a miss of the agent's, although the next scrape has it."""
     for sockets in own.values():
         sockets.refresh()
-    return witness.settled_mark(counts(agent, ranks), any_of(*own.values()))
+    return witness.settled_mark(counts(agent, [r.ns for r in ranks]), any_of(*own.values()))
 
 
 def compare_retransmits(phase, witness, start, end, ranks, own):
@@ -100,10 +114,10 @@ def compare_retransmits(phase, witness, start, end, ranks, own):
 
 
 def clean_run(agent, witness, nets, worker, model, tmp):
+    start = start_mark(witness, nets)
     r0, r1 = start_group(nets, worker, model, tmp, 'clean', TIMEOUT_S)
     try:
         own = own_sockets(r0, r1)
-        start = witness.mark(counts(None, (r0, r1)))
         curl, out = complete(r0, 16)
         if out.count('"text"') < 16 or '[DONE]' not in out:
             fail('clean request did not complete: ' + out[-300:])
@@ -161,11 +175,11 @@ def select_one(samples, name, pid):
 
 
 def faulty_run(agent, witness, nets, worker, model, tmp):
+    start = start_mark(witness, nets)
     r0, r1 = start_group(nets, worker, model, tmp, 'faulty', TIMEOUT_S)
     client = None
     try:
         own = own_sockets(r0, r1)
-        start = witness.mark(counts(None, (r0, r1)))
         client = complete(r0, 1500, background=True)  # within the 2048-token context
         time.sleep(2)
         link_loss(nets, LOSS_PERCENT)

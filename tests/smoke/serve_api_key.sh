@@ -26,18 +26,9 @@ refused "VIGIL_API_KEY set but empty" "set but empty" VIGIL_API_KEY=
 refused "a key ending in a newline" "whitespace or a control byte" "VIGIL_API_KEY=s3cret
 "
 
-serve() {  # the environment assignment; sets url
-  env "$@" "$bin" serve -m "$model" --port 0 2>"$dir/err" &
-  pid=$!
-  for _ in $(seq 1 120); do
-    grep -q "serving .* on http://" "$dir/err" && break
-    kill -0 "$pid" 2>/dev/null || { cat "$dir/err"; echo "FAIL: serve exited"; exit 1; }
-    sleep 0.5
-  done
-  url=$(grep -o "http://[0-9.]*:[0-9]*" "$dir/err" | head -1)
-  [[ -n $url ]] || { cat "$dir/err"; echo "FAIL: no serving line"; exit 1; }
-}
-stop() { kill "$pid"; wait "$pid" || true; pid=; }
+# shellcheck source=tests/smoke/serve_lib.sh
+source "$(dirname "$0")/serve_lib.sh"
+serve() { serve_start "$dir/err" env "$@" "$bin" serve -m "$model" --port 0; }  # the environment assignment
 
 serve VIGIL_API_KEY=s3cret
 grep -q "(/v1/\* needs the API key;" "$dir/err" || { cat "$dir/err"; echo "FAIL: the start line does not say a key is needed"; exit 1; }
@@ -48,9 +39,9 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer s3cret' 
 code=$(curl -s -o /dev/null -w '%{http_code}' "$url/health")
 [[ $code == 200 ]] || { echo "FAIL: /health: $code"; exit 1; }
 echo "ok   with a key: $(grep -o 'serving .*' "$dir/err" | head -1); 401 without it, 200 with it, /health 200"
-stop
+serve_stop
 
 serve -u VIGIL_API_KEY
 grep -q "(/v1/\* open: no API key;" "$dir/err" || { cat "$dir/err"; echo "FAIL: the start line does not say /v1/* is open"; exit 1; }
 echo "ok   without a key: the start line says /v1/* is open"
-stop
+serve_stop

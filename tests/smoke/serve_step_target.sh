@@ -11,22 +11,14 @@ dir=$(mktemp -d)
 pid=
 trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
 
+# shellcheck source=tests/smoke/serve_lib.sh
+source "$(dirname "$0")/serve_lib.sh"
 # Starts the worker with engine.step_latency_target $1; sets url, leaves its stderr in $dir/err.
 serve() {
   printf 'engine:\n  step_latency_target: %s\n' "$1" >"$dir/target.yaml"
-  "$bin" serve -m "$model" --config "$dir/target.yaml" --port 0 2>"$dir/err" &
-  pid=$!
-  for _ in $(seq 1 120); do
-    grep -q "serving .* on http://" "$dir/err" && break
-    kill -0 "$pid" 2>/dev/null || { cat "$dir/err"; echo "serve exited"; exit 1; }
-    sleep 0.5
-  done
+  serve_start "$dir/err" "$bin" serve -m "$model" --config "$dir/target.yaml" --port 0
   cat "$dir/err"
-  url=$(grep -o "http://[0-9.]*:[0-9]*" "$dir/err" | head -1)
-  [[ -n $url ]] || { echo "no serving line"; exit 1; }
 }
-
-stop() { kill "$pid"; wait "$pid" || true; pid=; }
 
 serve 1ms
 grep -q "warning: engine.step_latency_target 1 ms is below a decode-only step" "$dir/err" ||
@@ -35,7 +27,7 @@ metrics=$(curl -sf "$url/metrics")
 grep -qx "vigil_worker_step_latency_target_seconds 0.001" <<<"$metrics" || { echo "target not on /metrics"; exit 1; }
 grep -qx "vigil_worker_step_latency_target_attainable 0" <<<"$metrics" || { echo "attainable is not 0"; exit 1; }
 echo "an unattainable step latency target is reported at start and on /metrics"
-stop
+serve_stop
 
 serve auto
 grep -q "step latency target 2x the decode step of the batch" "$dir/err" || { echo "no start line for auto"; exit 1; }

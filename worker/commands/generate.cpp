@@ -37,6 +37,7 @@ constexpr const char* kUsage =
     "  --ignore-eos              keep generating past end-of-generation tokens\n"
     "  --backend cpu|cuda        forward backend (default cpu)\n"
     "  --device N                CUDA device (default 0)\n"
+    "  --weights huge_pages|page_cache  where the CPU backend reads the weights (default huge_pages)\n"
     "  -t, --threads N           CPU threads (default: all cores)\n"
     "  -c, --ctx N               context length (default: prompt + max tokens)\n"
     "  -b, --batch N             prefill chunk size (default 512)\n"
@@ -98,6 +99,11 @@ Options parse(int argc, char** argv) {
     else if (a == "--backend") {
       const std::string name = value();
       if (!parse_backend_kind(name, o.backend.kind)) usage_error(a + ": '" + name + "' is not cpu or cuda");
+    } else if (a == "--weights") {
+      const std::string name = value();
+      const auto placement = parse_weights_placement(name);
+      if (!placement) usage_error(a + ": '" + name + "' is not huge_pages or page_cache");
+      o.backend.weights = *placement;
     } else if (a == "--device") o.backend.cuda.device = parse_number<int>(a, value());
     else if (a == "-t" || a == "--threads") o.threads = parse_number<int>(a, value());
     else if (a == "-c" || a == "--ctx") o.ctx = parse_number<int>(a, value());
@@ -124,7 +130,7 @@ int generate_command(int argc, char** argv) {
     return 2;
   }
 
-  auto model = LlamaModel::load(o.model);
+  auto model = LlamaModel::load(o.model, weights_placement(o.backend));
   const LlamaHparams& hp = model->hparams();
   Vocab vocab = Vocab::from_gguf(model->file());
 
@@ -157,8 +163,8 @@ int generate_command(int argc, char** argv) {
   }
   KvBlockAllocator blocks(n_blocks);
   Generator generator(*backend, shape, *model, blocks, vocab);
-  std::fprintf(stderr, "vigil-worker: %s, %zu prompt tokens, ctx %d\n", backend->describe().c_str(), prompt.size(),
-               n_ctx);
+  std::fprintf(stderr, "vigil-worker: %s, weights in %s, %zu prompt tokens, ctx %d\n", backend->describe().c_str(),
+               model->file().mapping()->describe().c_str(), prompt.size(), n_ctx);
 
   GenerateResult r;
   try {

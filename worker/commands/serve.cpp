@@ -179,7 +179,7 @@ int serve_command(int argc, char** argv) {
     return 2;
   }
 
-  auto model = LlamaModel::load(o.model);
+  auto model = LlamaModel::load(o.model, weights_placement(config.backend));
   if (config.engine.max_context > model->hparams().n_ctx_train) {
     std::fprintf(stderr, "vigil-worker serve: engine.max_context: %d exceeds the model's context of %d\n",
                  config.engine.max_context, model->hparams().n_ctx_train);
@@ -208,17 +208,19 @@ int serve_command(int argc, char** argv) {
                  e.what());
     return 1;
   }
-  WorkerMetrics metrics(name, VIGIL_VERSION, backend->device());
+  const MappedFile& weights = *model->file().mapping();
+  WorkerMetrics metrics(name, VIGIL_VERSION, backend->device(),
+                        {weights_placement_name(weights.placement()), weights.bytes().size(), weights.pmd_mapped_bytes()});
   if (tp) tp->serve(metrics.registry());
   EngineService service(*model, vocab, config.engine, std::move(backend), config.server.adapter_dir);
   HttpServer server(service, metrics, config.server, name, true);
   report_step_target(service.stats().step_target);
   std::fprintf(stderr,
-               "vigil-worker: serving %s as '%s' on http://%s:%u (%s; backend %s, %d engine threads, policy %s, "
-               "context %d, %d KV blocks of %d)\n",
+               "vigil-worker: serving %s as '%s' on http://%s:%u (%s; backend %s, weights in %s, %d engine threads, "
+               "policy %s, context %d, %d KV blocks of %d)\n",
                o.model.c_str(), name.c_str(), config.server.host.c_str(), server.port(),
                config.server.access.api_key.empty() ? "/v1/* open: no API key" : "/v1/* needs the API key",
-               service.backend_description().c_str(),
+               service.backend_description().c_str(), weights.describe().c_str(),
                config.engine.threads, std::string(policy_name(config.engine.policy)).c_str(),
                config.engine.max_context, config.engine.kv_blocks, config.engine.kv_block_size);
   server.run();

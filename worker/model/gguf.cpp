@@ -191,8 +191,8 @@ std::string GgufTensor::shape_string() const {
 
 void GgufFile::fail(const std::string& what) const { throw GgufError(name_ + ": " + what); }
 
-GgufFile GgufFile::open(const std::string& path) {
-  auto map = std::make_shared<MappedFile>(path);
+GgufFile GgufFile::open(const std::string& path, WeightsPlacement placement) {
+  auto map = std::make_shared<MappedFile>(path, placement);
   GgufFile f = parse(map->bytes(), path);
   f.map_ = std::move(map);
   return f;

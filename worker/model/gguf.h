@@ -69,8 +69,8 @@ struct GgufTensor {
 
 class GgufFile {
  public:
-  // Maps and parses a file; throws GgufError naming the problem.
-  static GgufFile open(const std::string& path);
+  // Maps (or copies, mapped_file.h) and parses a file; throws GgufError naming the problem.
+  static GgufFile open(const std::string& path, WeightsPlacement placement = WeightsPlacement::kPageCache);
   // Parses bytes owned by the caller (they must outlive the result); for tests and fuzzing.
   static GgufFile parse(std::span<const uint8_t> bytes, const std::string& name);
 
@@ -79,6 +79,7 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return bytes_.size(); }
+  const MappedFile* mapping() const { return map_.get(); }  // null when parsing caller-owned bytes
 
   const std::map<std::string, GgufValue, std::less<>>& metadata() const { return metadata_; }
   const std::vector<GgufTensor>& tensors() const { return tensors_; }

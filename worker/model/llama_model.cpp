@@ -39,8 +39,8 @@ const float* norm(const GgufFile& f, const std::string& name, int n) {
 
 }  // namespace
 
-std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
-  return from_gguf(GgufFile::open(path));
+std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, WeightsPlacement placement) {
+  return from_gguf(GgufFile::open(path, placement));
 }
 
 std::unique_ptr<LlamaModel> LlamaModel::from_gguf(GgufFile file) {

@@ -31,8 +31,10 @@ struct LlamaLayer {
 
 class LlamaModel {
  public:
-  // Maps the file and validates every tensor's presence, shape and type; throws GgufError.
-  static std::unique_ptr<LlamaModel> load(const std::string& path);
+  // Maps (or copies into huge pages: mapped_file.h) the file and validates every tensor's
+  // presence, shape and type; throws GgufError.
+  static std::unique_ptr<LlamaModel> load(const std::string& path,
+                                          WeightsPlacement placement = WeightsPlacement::kPageCache);
   static std::unique_ptr<LlamaModel> from_gguf(GgufFile file);
 
   const GgufFile& file() const { return file_; }

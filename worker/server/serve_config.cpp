@@ -147,6 +147,12 @@ void parse_backend(const std::string& prefix, const YAML::Node& node, BackendCon
          else fail(k, v, "expected cpu or cuda, got '" + kind + "'");
        }},
       {"cuda", [&](K k, V v) { parse_cuda(k, v, b.cuda); }},
+      {"weights", [&](K k, V v) {
+         const std::string w = scalar(k, v);
+         const auto placement = parse_weights_placement(w);
+         if (!placement) fail(k, v, "expected huge_pages or page_cache, got '" + w + "'");
+         b.weights = *placement;
+       }},
   });
 }
 

@@ -40,7 +40,8 @@ void advance(prometheus::Counter& counter, uint64_t& seen, uint64_t now) {
 
 }  // namespace
 
-WorkerMetrics::WorkerMetrics(const std::string& model, std::string_view version, const BackendDevice& device)
+WorkerMetrics::WorkerMetrics(const std::string& model, std::string_view version, const BackendDevice& device,
+                             const WeightsMemory& weights)
     : running_(BuildGauge().Name("vigil_worker_requests_running").Help("Requests in the running batch.")
                    .Register(*registry_).Add({})),
       waiting_(BuildGauge().Name("vigil_worker_requests_waiting").Help("Requests queued for admission.")
@@ -104,11 +105,19 @@ WorkerMetrics::WorkerMetrics(const std::string& model, std::string_view version,
                        .Help("Requests answered with an error before they ran, by reason.").Register(*registry_);
   for (int i = 0; i < kRejectionCount; ++i) rejected_[static_cast<size_t>(i)] = &rejected.Add({{"reason", rejection_name(i)}});
   BuildGauge().Name("vigil_worker_info")
-      .Help("The served model, the build, the forward backend, the active CPU kernel path and the CPU model.")
+      .Help("The served model, the build, the forward backend, the active CPU kernel path, the CPU model and "
+            "where the weights sit (huge_pages: a private copy in transparent huge pages; page_cache: the file's "
+            "mapping).")
       .Register(*registry_)
       .Add({{"model", model}, {"version", std::string(version)}, {"kernel_path", device.kernel_path},
-            {"backend", device.kind}, {"cpu_model", device.cpu_model}})
+            {"backend", device.kind}, {"cpu_model", device.cpu_model}, {"weights", std::string(weights.placement)}})
       .Set(1);
+  BuildGauge().Name("vigil_worker_weights_bytes").Help("Bytes of the model file held in memory for the forward pass.")
+      .Register(*registry_).Add({}).Set(static_cast<double>(weights.bytes));
+  BuildGauge().Name("vigil_worker_weights_pmd_mapped_bytes")
+      .Help("Of vigil_worker_weights_bytes, those the kernel mapped with 2 MiB page-table entries at start "
+            "(/proc/self/smaps): a decode step streams them faster than 4 KiB pages.")
+      .Register(*registry_).Add({}).Set(static_cast<double>(weights.pmd_mapped_bytes));
   lora_loaded_ = &BuildGauge().Name("vigil_worker_lora_adapters_loaded").Help("LoRA adapters loaded now.")
                       .Register(*registry_).Add({});
   lora_requests_family_ = &BuildCounter().Name("vigil_worker_lora_requests_total")

@@ -23,12 +23,20 @@ enum class Rejection { kInvalid, kTooLong, kNotFound, kQueueFull, kDraining, kEn
                        kUnauthorized, kTooManyRequests };
 inline constexpr int kRejectionCount = 9;
 
+// Where the weights sit (model/mapped_file.h), as loaded: decode speed depends on it.
+struct WeightsMemory {
+  std::string_view placement;     // weights_placement_name(): vigil_worker_info's `weights` label
+  uint64_t bytes = 0;             // vigil_worker_weights_bytes
+  uint64_t pmd_mapped_bytes = 0;  // vigil_worker_weights_pmd_mapped_bytes, from /proc/self/smaps
+};
+
 class WorkerMetrics {
  public:
   // `device`: what the forward backend runs on (ForwardBackend::device()): vigil_worker_info's
   // backend, kernel_path and cpu_model labels, so a pod's speed can be read beside the machine it
-  // runs on.
-  WorkerMetrics(const std::string& model, std::string_view version, const BackendDevice& device);
+  // runs on; `weights`: where the weights it reads sit.
+  WorkerMetrics(const std::string& model, std::string_view version, const BackendDevice& device,
+                const WeightsMemory& weights);
 
   void request_queued(double queue_seconds);
   void first_token(double ttft_seconds);

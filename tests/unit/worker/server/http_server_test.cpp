@@ -93,7 +93,7 @@ class HttpServerTest : public ::testing::Test {
   }
 
   FakeModelService service_;
-  WorkerMetrics metrics_{"fake-model", "test", {"cpu", "scalar", ""}};
+  WorkerMetrics metrics_{"fake-model", "test", {"cpu", "scalar", ""}, {"page_cache", 0, 0}};
   ServerConfig config_;
   std::unique_ptr<HttpServer> server_;
   std::thread thread_;

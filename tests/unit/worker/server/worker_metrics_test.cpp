@@ -16,7 +16,7 @@ bool has_line(const std::string& text, const std::string& line) {
 }
 
 TEST(WorkerMetrics, ObservationsShowUp) {
-  WorkerMetrics m("smol", "0.1.0", {"cpu", "avx2", "Test CPU @ 2.70GHz"});
+  WorkerMetrics m("smol", "0.1.0", {"cpu", "avx2", "Test CPU @ 2.70GHz"}, {"huge_pages", 96000000, 94371840});
   m.request_queued(0.002);
   m.first_token(0.03);
   m.tokens_after(0.004, 2);
@@ -41,7 +41,9 @@ TEST(WorkerMetrics, ObservationsShowUp) {
   EXPECT_TRUE(has_line(text, "vigil_worker_request_success_total{finish_reason=\"cancelled\"} 0"));
   EXPECT_TRUE(has_line(text, "vigil_worker_requests_rejected_total{reason=\"queue_full\"} 1"));
   EXPECT_TRUE(has_line(text, "vigil_worker_info{backend=\"cpu\",cpu_model=\"Test CPU @ 2.70GHz\",kernel_path=\"avx2\",model=\"smol\","
-                             "version=\"0.1.0\"} 1"));
+                             "version=\"0.1.0\",weights=\"huge_pages\"} 1"));
+  EXPECT_TRUE(has_line(text, "vigil_worker_weights_bytes 96000000"));
+  EXPECT_TRUE(has_line(text, "vigil_worker_weights_pmd_mapped_bytes 94371840"));
   EXPECT_EQ(text.find("vigil_worker_cuda_graph"), std::string::npos) << "a CPU worker has no graph series";
   // Two inter-token gaps of 2 ms each, both in the 2.5 ms bucket and above the 1 ms one.
   EXPECT_TRUE(has_line(text, "vigil_worker_inter_token_latency_seconds_bucket{le=\"0.0025\"} 2"));
@@ -55,7 +57,7 @@ TEST(WorkerMetrics, ObservationsShowUp) {
 }
 
 TEST(WorkerMetrics, PreemptionCounterFollowsTheEngine) {
-  WorkerMetrics m("smol", "0.1.0", {"cpu", "scalar", ""});
+  WorkerMetrics m("smol", "0.1.0", {"cpu", "scalar", ""}, {"huge_pages", 0, 0});
   EngineStats s;
   s.preemptions = 2;
   m.scrape(s);
@@ -64,7 +66,7 @@ TEST(WorkerMetrics, PreemptionCounterFollowsTheEngine) {
 }
 
 TEST(WorkerMetrics, GraphCountersFollowTheBackend) {
-  WorkerMetrics m("smol", "0.1.0", {"cuda", "quant-gemv", ""});
+  WorkerMetrics m("smol", "0.1.0", {"cuda", "quant-gemv", ""}, {"page_cache", 0, 0});
   EngineStats s;
   s.graphs = GraphStats{};
   s.graphs->captures = 2;
@@ -83,12 +85,12 @@ TEST(WorkerMetrics, GraphCountersFollowTheBackend) {
   EXPECT_TRUE(has_line(text, "vigil_worker_cuda_graph_capture_failures_total 1"));
   EXPECT_TRUE(has_line(text, "vigil_worker_cuda_graph_eager_steps_total{reason=\"failed_bucket\"} 5"));
   EXPECT_TRUE(has_line(text, "vigil_worker_cuda_graph_launches_total 41"));
-  EXPECT_TRUE(has_line(text, "vigil_worker_info{backend=\"cuda\",cpu_model=\"\",kernel_path=\"quant-gemv\",model=\"smol\",version=\"0.1.0\"} 1"));
+  EXPECT_TRUE(has_line(text, "vigil_worker_info{backend=\"cuda\",cpu_model=\"\",kernel_path=\"quant-gemv\",model=\"smol\",version=\"0.1.0\",weights=\"page_cache\"} 1"));
 }
 
 TEST(WorkerMetrics, PromtoolAcceptsTheExposition) {
   if (std::system("command -v promtool >/dev/null 2>&1") != 0) GTEST_FAIL() << "promtool not installed (scripts/setup.sh installs the prometheus package)";
-  WorkerMetrics m("SmolLM2-135M-Instruct.Q4_1", "0.1.0", {"cpu", "avx2", ""});
+  WorkerMetrics m("SmolLM2-135M-Instruct.Q4_1", "0.1.0", {"cpu", "avx2", ""}, {"huge_pages", 0, 0});
   m.first_token(0.01);
   m.request_finished(FinishReason::kCancelled, 3, 0, 0.1);
   EngineStats with_graphs;

@@ -26,11 +26,12 @@ def token_at(i, n_vocab):
 
 
 class LlamaCpp:
-    def __init__(self, threads, n_ctx, flash_attn, n_seq_max=1):
+    def __init__(self, threads, n_ctx, flash_attn, n_seq_max=1, use_mmap=True):
         import llama_cpp as lc
         self.lc = lc
         lc.llama_backend_init()
         mp = lc.llama_model_default_params()
+        mp.use_mmap = use_mmap  # False: llama.cpp reads the weights into a buffer of its own
         self.model = lc.llama_model_load_from_file(MODEL.encode(), mp)
         cp = lc.llama_context_default_params()
         cp.n_ctx = n_ctx
@@ -100,9 +101,10 @@ class LlamaCpp:
         return n / (time.perf_counter() - t0)
 
 
-def vigil(threads, pp, tg, seqs):
+def vigil(threads, pp, tg, seqs, weights):
     out = subprocess.run([WORKER, "bench", "-m", MODEL, "-t", str(threads), "-p", str(pp), "-n", str(tg),
-                          "-s", str(seqs), "-r", "1"], check=True, capture_output=True, text=True)
+                          "-s", str(seqs), "-r", "1", "--weights", weights], check=True, capture_output=True,
+                         text=True)
     return json.loads(out.stdout)
 
 
@@ -132,21 +134,30 @@ def main():
     ref = LlamaCpp(a.threads, n_ctx=max(a.pp, a.tg + 8) + 16, flash_attn=a.llama_flash_attn)
     ref_batched = LlamaCpp(a.threads, n_ctx=a.seqs * (a.tg + 8) + 16, flash_attn=a.llama_flash_attn,
                            n_seq_max=a.seqs)
-    rows = {"llama.cpp pp": [], "llama.cpp tg": [], "llama.cpp batched tg": [], "vigil pp": [], "vigil tg": [],
-            "vigil batched tg": []}
+    ref_no_mmap = LlamaCpp(a.threads, n_ctx=max(a.pp, a.tg + 8) + 16, flash_attn=a.llama_flash_attn,
+                           use_mmap=False)
+    rows = {"llama.cpp pp": [], "llama.cpp tg": [], "llama.cpp tg no-mmap": [], "llama.cpp batched tg": [],
+            "vigil pp": [], "vigil tg": [], "vigil tg page_cache": [], "vigil batched tg": [],
+            "weights GB/s": [], "weights GB/s page_cache": [], "ideal GB/s": []}
     kernels = cpu = ""
-    bound = {}
+    runs = {}
     for _ in range(a.rounds):
         rows["llama.cpp pp"].append(ref.pp(a.pp))
         rows["llama.cpp tg"].append(ref.tg(a.tg))
+        rows["llama.cpp tg no-mmap"].append(ref_no_mmap.tg(a.tg))
         rows["llama.cpp batched tg"].append(ref_batched.tg_batched(a.tg, a.seqs))
-        v = vigil(a.threads, a.pp, a.tg, a.seqs)
-        kernels, cpu = v["kernels"], v["cpu"]
-        rows["vigil pp"].append(v["pp_tps"])
-        rows["vigil tg"].append(v["tg_tps"])
-        rows["vigil batched tg"].append(v["batch_tg_tps"])
-        bound = {"read_gbs": v["read_gbs"], "tg_bound_tps": v["tg_bound_tps"], "weight_bytes": v["weight_bytes"]}
+        for weights in ("huge_pages", "page_cache"):
+            runs[weights] = v = vigil(a.threads, a.pp, a.tg, a.seqs, weights)
+            kernels, cpu = v["kernels"], v["cpu"]
+            suffix = "" if weights == "huge_pages" else " page_cache"
+            rows["vigil tg" + suffix].append(v["tg_tps"])
+            rows["weights GB/s" + suffix].append(v["weights_read_gbs"])
+            if weights == "huge_pages":
+                rows["vigil pp"].append(v["pp_tps"])
+                rows["vigil batched tg"].append(v["batch_tg_tps"])
+                rows["ideal GB/s"].append(v["read_gbs"])
     med = {k: statistics.median(v) for k, v in rows.items()}
+    weight_bytes = runs["huge_pages"]["weight_bytes"]
     print(f"CPU: {cpu}; threads {a.threads}; rounds {a.rounds} (median)")
     print(f"llama-cpp-python {ref.version} (flash_attn {a.llama_flash_attn}), built with: "
           f"{ref.lc.llama_print_system_info().decode().strip()}")
@@ -160,10 +171,19 @@ def main():
           f"{med['vigil batched tg']:>14.1f}{med['vigil batched tg'] / med['llama.cpp batched tg']:>17.2f}")
     print(f"batched/single-stream: vigil {med['vigil batched tg'] / med['vigil tg']:.2f}x, "
           f"llama.cpp {med['llama.cpp batched tg'] / med['llama.cpp tg']:.2f}x")
-    print(f"memory-bandwidth bound: {bound['weight_bytes'] / 1e6:.1f} MB of weights per token / "
-          f"{bound['read_gbs']:.1f} GB/s measured read = {bound['tg_bound_tps']:.1f} tok/s; vigil tg reaches "
-          f"{med['vigil tg'] / bound['tg_bound_tps'] * 100:.0f}% of it, llama.cpp "
-          f"{med['llama.cpp tg'] / bound['tg_bound_tps'] * 100:.0f}%")
+    print(f"{'tg' + str(a.tg) + ' llama.cpp --no-mmap':<28}{med['llama.cpp tg no-mmap']:>16.1f}{med['vigil tg']:>14.1f}"
+          f"{med['vigil tg'] / med['llama.cpp tg no-mmap']:>17.2f}")
+    print(f"{'tg' + str(a.tg) + ' vigil page_cache':<28}{med['llama.cpp tg']:>16.1f}{med['vigil tg page_cache']:>14.1f}"
+          f"{med['vigil tg page_cache'] / med['llama.cpp tg']:>17.2f}")
+    # The bound of decode: every weight read once a token, at the read bandwidth of the weights'
+    # own mapping (what decode can get) and of an ideal huge-page copy of the same bytes.
+    print(f"memory-bandwidth bound: {weight_bytes / 1e6:.1f} MB of weights per token, {a.threads} threads reading")
+    for name, gbs_key, tg_key in (("weights in huge pages", "weights GB/s", "vigil tg"),
+                                  ("weights in page cache", "weights GB/s page_cache", "vigil tg page_cache"),
+                                  ("ideal huge-page buffer", "ideal GB/s", "vigil tg")):
+        bound = med[gbs_key] * 1e9 / weight_bytes
+        print(f"  {name:<24}{med[gbs_key]:>6.1f} GB/s = {bound:>6.1f} tok/s; vigil tg {med[tg_key]:.1f} "
+              f"= {med[tg_key] / bound * 100:.0f}% of it, llama.cpp (mmap) {med['llama.cpp tg'] / bound * 100:.0f}%")
     print(f"process start to first token (vigil generate -n 1, warm cache, median of 5): "
           f"{startup_to_first_token_ms(a.threads):.0f} ms")
     json.dump({"median": med, "rounds": rows}, sys.stderr)

@@ -12,6 +12,7 @@
 
 #include "backend/caching_allocator.h"
 #include "backend/kv_blocks.h"
+#include "backend/op_profile.h"
 #include "model/llama_model.h"
 #include "model/lora_adapter.h"
 
@@ -84,6 +85,9 @@ class ForwardBackend {
   virtual AdapterMemory adapter_memory() const { return {}; }
   // Decode-graph counters; nullopt for a backend without graphs. Engine thread only.
   virtual std::optional<GraphStats> graph_stats() const { return std::nullopt; }
+  // Times every op of the following forward passes into `profile` (nullptr: stop); false where
+  // the backend cannot (a GPU's ops run asynchronously, inside graphs).
+  virtual bool profile_ops(OpProfile* /*profile*/) { return false; }
 };
 
 }  // namespace vigil

@@ -30,35 +30,48 @@ using Clock = std::chrono::steady_clock;
 struct BenchOptions {
   std::string model;
   int threads = 2, prompt = 512, gen = 128, seqs = 8, batch = 512, reps = 3;
+  bool profile = false;  // one more tg run with every op timed (op_profile.h)
   BackendConfig backend;
 };
+
+// Sums n bytes (n a multiple of 256) as 64-bit lanes: 64-byte vectors, four independent sums, so
+// the loop issues loads faster than memory answers and measures the memory, not itself. On x86-64
+// an AVX-512 clone (the widest loads the matmul kernels make) and the baseline's (SSE2), picked
+// for the CPU at load time.
+#if defined(__x86_64__)
+[[gnu::target_clones("avx512f", "default")]]
+#endif
+uint64_t sum_lanes(const uint8_t* p, size_t n) {
+  using Lane = uint64_t __attribute__((vector_size(64)));
+  Lane a{}, b{}, c{}, d{}, v[4];
+  for (size_t i = 0; i < n; i += sizeof v) {
+    std::memcpy(v, p + i, sizeof v);  // unaligned loads: a share starts anywhere
+    a += v[0];
+    b += v[1];
+    c += v[2];
+    d += v[3];
+  }
+  const Lane s = a + b + c + d;
+  uint64_t total = 0;
+  for (size_t k = 0; k < sizeof s / sizeof s[0]; ++k) total += s[k];
+  return total;
+}
 
 // Read bandwidth of `bytes` with as many threads as the kernels use, each summing its share the
 // way a decode step streams its weights: the best of five passes, in GB/s.
 double read_bandwidth_gbs(std::span<const uint8_t> bytes, int threads) {
-  const size_t words = bytes.size() / sizeof(uint64_t) / static_cast<size_t>(threads) / 4 * 4;
+  constexpr size_t kStride = 256;
+  const size_t share = bytes.size() / static_cast<size_t>(threads) / kStride * kStride;
   std::vector<uint64_t> sums(static_cast<size_t>(threads));
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     auto t0 = Clock::now();
     std::vector<std::thread> workers;
     for (int t = 0; t < threads; ++t)
-      workers.emplace_back([&, t] {
-        const uint8_t* base = bytes.data() + static_cast<size_t>(t) * words * sizeof(uint64_t);
-        uint64_t a = 0, b = 0, c = 0, d = 0;
-        for (size_t i = 0; i < words; i += 4) {
-          uint64_t w[4];
-          std::memcpy(w, base + i * sizeof(uint64_t), sizeof w);  // any alignment: a file's bytes
-          a += w[0];
-          b += w[1];
-          c += w[2];
-          d += w[3];
-        }
-        sums[static_cast<size_t>(t)] = a + b + c + d;
-      });
+      workers.emplace_back([&, t] { sums[static_cast<size_t>(t)] = sum_lanes(bytes.data() + static_cast<size_t>(t) * share, share); });
     for (auto& w : workers) w.join();
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::max(best, static_cast<double>(words * sizeof(uint64_t) * static_cast<size_t>(threads)) / s / 1e9);
+    best = std::max(best, static_cast<double>(share * static_cast<size_t>(threads)) / s / 1e9);
   }
   volatile uint64_t keep = 0;  // the sums are the loop's only output: keep them
   for (uint64_t v : sums) keep = keep + v;
@@ -81,6 +94,26 @@ double ideal_read_bandwidth_gbs(std::span<const uint8_t> bytes, int threads, uin
   return gbs;
 }
 
+// The tg run's time per token, op by op: what each op costs, how often it runs, what its weights
+// stream at. One JSON line after the results line.
+void print_profile(const OpProfile& p) {
+  const double tokens = static_cast<double>(p.forwards);
+  std::printf("{\"profile\": \"tg per token\", \"forwards\": %llu, \"forward_ms\": %.4f, \"ops\": [",
+              static_cast<unsigned long long>(p.forwards), p.forward_seconds * 1e3 / tokens);
+  double ops_seconds = 0;
+  for (int op = 0; op < OpProfile::kOps; ++op) {
+    const auto i = static_cast<size_t>(op);
+    ops_seconds += p.seconds[i];
+    std::printf("%s{\"op\": \"%s\", \"ms\": %.4f, \"calls\": %.0f, \"us_per_call\": %.2f, \"weight_mb\": %.3f, \"gbs\": %.2f}",
+                op ? ", " : "", std::string(OpProfile::name(op)).c_str(), p.seconds[i] * 1e3 / tokens,
+                static_cast<double>(p.calls[i]) / tokens,
+                p.calls[i] ? p.seconds[i] * 1e6 / static_cast<double>(p.calls[i]) : 0.0,
+                static_cast<double>(p.weight_bytes[i]) / tokens / 1e6,
+                p.seconds[i] > 0 ? static_cast<double>(p.weight_bytes[i]) / p.seconds[i] / 1e9 : 0.0);
+  }
+  std::printf("], \"between_ops_ms\": %.4f}\n", (p.forward_seconds - ops_seconds) * 1e3 / tokens);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -95,9 +128,13 @@ int bench_command(int argc, char** argv) {
   BenchOptions o;
   constexpr const char* kUsage =
       "usage: vigil-worker bench -m MODEL [-t threads] [-p prompt] [-n gen] [-s seqs] [-b batch] [-r reps] "
-      "[--backend cpu|cuda] [--device N] [--weights huge_pages|page_cache]\n";
+      "[--backend cpu|cuda] [--device N] [--weights huge_pages|page_cache] [--profile]\n";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--profile") {
+      o.profile = true;
+      continue;
+    }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "vigil-worker bench: %s needs a value\n", a.c_str());
       return 2;
@@ -175,7 +212,8 @@ int bench_command(int argc, char** argv) {
   }
 
   // tgB: B sequences after an 8-token prompt each, one token per sequence per step (B = 1 is tg).
-  auto decode = [&](int n_seqs) {
+  // With `profile`, the decode steps (not the prompts) are timed op by op.
+  auto decode = [&](int n_seqs, OpProfile* profile = nullptr) {
     std::vector<KvSequence> seqs(static_cast<size_t>(n_seqs));
     for (auto& s : seqs) blocks.reserve(s, 8 + o.gen, block);
     for (int s = 0; s < n_seqs; ++s) {
@@ -184,6 +222,7 @@ int bench_command(int argc, char** argv) {
         batch.push_back({.token = token_at(i + s, hp.n_vocab), .pos = i, .seq = &seqs[s], .want_logits = i == 7});
       backend->forward(batch);
     }
+    if (profile) backend->profile_ops(profile);
     auto t0 = Clock::now();
     for (int step = 0; step < o.gen; ++step) {
       batch.clear();
@@ -196,12 +235,22 @@ int bench_command(int argc, char** argv) {
       backend->forward(batch);
     }
     double tps = static_cast<double>(n_seqs) * o.gen / std::chrono::duration<double>(Clock::now() - t0).count();
+    if (profile) backend->profile_ops(nullptr);
     for (auto& s : seqs) blocks.release(s);
     return tps;
   };
   std::vector<double> tg, tgb;
   for (int r = 0; r < o.reps; ++r) tg.push_back(decode(1));
   for (int r = 0; r < o.reps; ++r) tgb.push_back(decode(o.seqs));
+  OpProfile profile;
+  if (o.profile) {
+    if (!backend->profile_ops(nullptr)) {
+      std::fprintf(stderr, "vigil-worker bench: --profile: the %s backend cannot time its ops\n",
+                   backend_kind_name(o.backend.kind));
+      return 2;
+    }
+    decode(1, &profile);
+  }
 
   // The bound of decode: every weight read once a token, at the bandwidth of the mapping the
   // weights are read through, and at that of an ideal (huge-page) buffer of the same bytes.
@@ -221,6 +270,7 @@ int bench_command(int argc, char** argv) {
       std::string(weights_placement_name(mapping.placement())).c_str(),
       static_cast<unsigned long long>(mapping.pmd_mapped_bytes()), mapping_gbs, mapping_gbs * 1e9 / weight_bytes,
       ideal_gbs, static_cast<unsigned long long>(ideal_pmd), ideal_gbs * 1e9 / weight_bytes);
+  if (o.profile) print_profile(profile);
   return 0;
 }
 

@@ -26,6 +26,10 @@ class CpuBackend final : public ForwardBackend {
   // The KV cache's allocator: adapters held there show in its stats and its probes, as a GPU
   // worker's would in device memory. Each buffer keeps the allocator alive.
   AdapterMemory adapter_memory() const override;
+  bool profile_ops(OpProfile* profile) override {
+    forward_.set_profile(profile);
+    return true;
+  }
 
  private:
   std::shared_ptr<CachingAllocator> alloc_;  // before cache_: the cache's storage comes from it

@@ -7,6 +7,7 @@
 #include "backend/cpu/cpu_forward.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -94,7 +95,15 @@ void CpuForward::forward(std::span<const BatchToken> batch) {
   if (tp_) tp_lock = tp_->begin_forward(tp_->leader() ? plan_.encode(batch) : std::span<int32_t>{});
   batch_ = batch;
   group_by_adapter();
-  llama_forward(hp_, *this);
+  if (!profile_) {
+    llama_forward(hp_, *this);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  ProfiledOps<CpuForward> ops(*this, *profile_);
+  llama_forward(hp_, ops);
+  profile_->forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++profile_->forwards;
 }
 
 void CpuForward::embed(Act out) {

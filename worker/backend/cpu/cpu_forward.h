@@ -12,6 +12,7 @@
 #include "backend/cpu/column_parallel_matmul.h"
 #include "backend/cpu/kv_cache.h"
 #include "backend/forward_backend.h"
+#include "backend/op_profile.h"
 #include "comm/tensor_parallel.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/thread_pool.h"
@@ -43,6 +44,8 @@ class CpuForward {
     else split_.reset();
   }
   bool tensor_parallel() const { return tp_ != nullptr; }
+  // Times every op of the following passes into `profile` (op_profile.h); nullptr: stop.
+  void set_profile(OpProfile* profile) { profile_ = profile; }
 
   const LlamaModel& model() const { return model_; }
   const KvCache& cache() const { return cache_; }
@@ -53,6 +56,8 @@ class CpuForward {
   // The ops llama_forward runs (model/llama_graph.h), on batch_.
   template <typename Ops>
   friend void llama_forward(const LlamaHparams& hp, Ops& ops);
+  template <typename Inner>
+  friend class ProfiledOps;
   float* act(Act a) { return acts_[static_cast<size_t>(a)].data(); }
   void embed(Act out);
   void rms_norm(int layer, SublayerNorm norm, Act in, Act out);
@@ -80,6 +85,7 @@ class CpuForward {
   int n_logits_ = 0;
   std::span<const BatchToken> batch_;  // the pass being run
   TensorParallel* tp_ = nullptr;
+  OpProfile* profile_ = nullptr;
   std::optional<ColumnParallelMatmul> split_;  // with tp_: every product split over the group
   BatchPlanEncoder plan_;  // the leader's plans for the followers
 

@@ -6,9 +6,8 @@
 #   serve_api_key.sh VIGIL_WORKER MODEL
 set -euo pipefail
 bin=$1 model=$2
-dir=$(mktemp -d)
-pid=
-trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
+# shellcheck source=tests/smoke/serve_lib.sh
+source "$(dirname "$0")/serve_lib.sh"
 
 refused() {  # what, expected message part, then the environment assignment
   local what=$1 expect=$2
@@ -26,8 +25,6 @@ refused "VIGIL_API_KEY set but empty" "set but empty" VIGIL_API_KEY=
 refused "a key ending in a newline" "whitespace or a control byte" "VIGIL_API_KEY=s3cret
 "
 
-# shellcheck source=tests/smoke/serve_lib.sh
-source "$(dirname "$0")/serve_lib.sh"
 serve() { serve_start "$dir/err" env "$@" "$bin" serve -m "$model" --port 0; }  # the environment assignment
 
 serve VIGIL_API_KEY=s3cret

@@ -1,4 +1,8 @@
-# Sourced by the serve smoke tests: start a worker, wait for its start line, stop it.
+# Sourced by the serve smoke tests (after set -euo pipefail): a scratch directory `dir`, a worker
+# started in the background and waited for, stopped at the end whatever happens.
+dir=$(mktemp -d)
+pid=
+trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
 
 # serve_start ERRFILE COMMAND...: runs COMMAND in the background, its stderr in ERRFILE, until the
 # worker's start line; sets pid and url. Fails the test when the worker exits first or never says.

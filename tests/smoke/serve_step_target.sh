@@ -7,12 +7,9 @@
 #   serve_step_target.sh VIGIL_WORKER MODEL
 set -euo pipefail
 bin=$1 model=$2
-dir=$(mktemp -d)
-pid=
-trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
-
 # shellcheck source=tests/smoke/serve_lib.sh
 source "$(dirname "$0")/serve_lib.sh"
+
 # Starts the worker with engine.step_latency_target $1; sets url, leaves its stderr in $dir/err.
 serve() {
   printf 'engine:\n  step_latency_target: %s\n' "$1" >"$dir/target.yaml"

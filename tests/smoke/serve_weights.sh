@@ -7,9 +7,6 @@
 #   serve_weights.sh VIGIL_WORKER MODEL
 set -euo pipefail
 bin=$1 model=$2
-dir=$(mktemp -d)
-pid=
-trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
 # shellcheck source=tests/smoke/serve_lib.sh
 source "$(dirname "$0")/serve_lib.sh"
 metric() { awk -v n="$1" '$1 == n {print $2}' <<<"$metrics"; }

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the serve smoke tests (after set -euo pipefail): a scratch directory `dir`, a worker
 # started in the background and waited for, stopped at the end whatever happens.
 dir=$(mktemp -d)

@@ -48,6 +48,7 @@ set +e
 "$bin" serve -m "$model" --config "$dir/bad.yaml" --port 0 2>"$dir/err"
 rc=$?
 set -e
-[[ $rc == 2 ]] && grep -q "backend.weights.*expected huge_pages or page_cache" "$dir/err" ||
-  { cat "$dir/err"; echo "FAIL: a bad backend.weights exited $rc"; exit 1; }
+if [[ $rc != 2 ]] || ! grep -q "backend.weights.*expected huge_pages or page_cache" "$dir/err"; then
+  cat "$dir/err"; echo "FAIL: a bad backend.weights exited $rc"; exit 1
+fi
 echo "ok   a bad backend.weights is refused: $(cat "$dir/err")"

@@ -45,6 +45,16 @@
     // for while the others wait.
     rankGoneWindow: '15m',
 
+    // NVIDIA XIDs (gpu_xid_errors_total; its class is NVIDIA's catalogue's, reduced by the agent).
+    // One fatal XID pages: the window keeps the page open while someone acts (the counter never
+    // says the GPU healed); `for` is short but not 0 (the rules' contract: every `for` non-zero). Any
+    // other XID opens a ticket; xidTicketMatchers picks which (add e.g. xid!="45" where aborted
+    // CUDA processes are routine: NVIDIA's catalogue logs 45 when one is killed, Ctrl-C, SIGKILL).
+    xidFatalWindow: '30m',
+    xidFatalFor: '1m',
+    xidErrorsWindow: '10m',  // longer than warningFor: one XID fires
+    xidTicketMatchers: 'class!="fatal"',
+
     allocationFailureWindow: '10m',  // longer than warningFor: one burst fires
     captureAllocationWindow: '10m',
     warningFor: '5m',

@@ -14,6 +14,9 @@ local failuresIn = import '../rules/failures.libsonnet';
   local c = $._config,
   local P = by(c.processLabels),
   local W = by(c.workerLabels),
+  local X = by(['cluster', 'node', 'instance', 'gpu', 'xid', 'class', 'process']),
+  // The driver names a process for some XIDs only (process="" otherwise).
+  local xidProcess = '{{ with $labels.process }}, process {{ . }}{{ else }} (the driver named no process){{ end }}',
 
   local alert(name, severity, priority, component, expr, for_, summary, description) = {
     alert: name,
@@ -61,6 +64,29 @@ local failuresIn = import '../rules/failures.libsonnet';
             c.warningFor,
             'GPU memory allocations fail.',
             '{{ $value | humanize }} GPU allocation calls failed with {{ $labels.error }} in the last %(w)s for %(proc)s.' % { w: c.allocationFailureWindow, proc: proc },
+          ),
+          // NVIDIA XIDs, from the driver's tracepoint or its kernel log lines (a line a process
+          // wrote to /dev/kmsg is never counted). The agent creates a series at its first XID,
+          // hence failuresIn: a single XID is the event. One per GPU, code, class and process.
+          alert(
+            'VigilGpuXidFatal', 'critical', 'P1', 'agent',
+            'sum %(X)s %(xids)s > 0' % {
+              X: X,
+              xids: failuresIn('gpu_xid_errors_total{%s, class="fatal"}' % c.agentSelector, c.xidFatalWindow),
+            },
+            c.xidFatalFor,
+            'A GPU reported a fatal NVIDIA XID error: it needs a reset or its node a drain.',
+            '{{ $value | humanize }} XID {{ $labels.xid }} (class fatal) on GPU {{ $labels.gpu }} of node {{ $labels.node }} (agent {{ $labels.instance }}) in the last %(w)s%(process)s. NVIDIA\'s catalogue asks for a GPU reset or a machine restart: cordon the node and drain it.' % { w: c.xidFatalWindow, process: xidProcess },
+          ),
+          alert(
+            'VigilGpuXidErrors', 'warning', 'P2', 'agent',
+            'sum %(X)s %(xids)s > 0' % {
+              X: X,
+              xids: failuresIn('gpu_xid_errors_total{%s, %s}' % [c.agentSelector, c.xidTicketMatchers], c.xidErrorsWindow),
+            },
+            c.warningFor,
+            'A GPU reported NVIDIA XID errors that need no reset.',
+            '{{ $value | humanize }} XID {{ $labels.xid }} (class {{ $labels.class }}) on GPU {{ $labels.gpu }} of node {{ $labels.node }} (agent {{ $labels.instance }}) in the last %(w)s%(process)s{{ if eq $labels.class "application" }}: the workload\'s own fault, for its owner (NVIDIA: restart the application){{ else if eq $labels.class "hardware" }}: a hardware condition the GPU survived (NVIDIA: no reset now; XIDs 63 and 94 want one at the next drain){{ else if eq $labels.class "driver" }}: a driver or firmware condition (NVIDIA: no reset){{ else }}: a code NVIDIA\'s catalogue does not describe for data-center GPUs{{ end }}.' % { w: c.xidErrorsWindow, process: xidProcess },
           ),
           alert(
             'VigilCudaCaptureAllocations', 'warning', 'P2', 'agent',
@@ -231,8 +257,10 @@ local failuresIn = import '../rules/failures.libsonnet';
           ),
           alert(
             'VigilAgentProbesNotAttached', 'warning', 'P2', 'agent-self',
-            // Sets turned off in the config are meant; the XID tracepoint exists only with NVIDIA's
-            // open kernel module, so its absence elsewhere is not a fault.
+            // Sets turned off in the config are meant. The XID set is tracepoint_missing only with
+            // neither NVIDIA's open-module tracepoint nor a readable kernel log: the chart's agent
+            // has no /dev/kmsg yet (docs/probes-agent.md), so on a node with the proprietary module
+            // that is the installed state, not a fault.
             |||
               vigil_agent_probe_set_enabled{%(sel)s, reason!="disabled_by_config"} == 0
               unless

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /* NVIDIA XID errors from the open kernel module's only tracepoint, nvidia:nvidia_dev_xid
  * (__string dev, u32 error_code, __string msg). The module's types are not in vmlinux BTF, so the
- * field offsets come from the tracepoint's format file, read by the agent, as rodata. */
+ * field offsets come from the tracepoint's format file, read by the agent, as rodata. Every event
+ * goes to user space, which counts it once with its kernel log line (agent/probes/xid_ledger.h). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
@@ -12,13 +13,6 @@
 const volatile __u32 dev_loc_off = 8;   /* __data_loc char[] dev */
 const volatile __u32 code_off = 12;     /* u32 error_code */
 const volatile __u32 msg_loc_off = 16;  /* __data_loc char[] msg */
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, struct xid_key);
-	__type(value, __u64);
-} xids SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -38,26 +32,21 @@ static __always_inline void read_data_loc(void *ctx, __u32 off, char *dst, __u32
 SEC("tracepoint")
 int nvidia_dev_xid(void *ctx)
 {
-	static const __u64 zero;
-	struct xid_key k = {};
 	struct xid_event *e;
-	__u64 *n;
 
 	stat_inc(VIGIL_STAT_EVENTS);
-	read_data_loc(ctx, dev_loc_off, k.dev, sizeof(k.dev));
-	bpf_probe_read_kernel(&k.code, sizeof(k.code), ctx + code_off);
-	n = lookup_or_init(&xids, &k, &zero);
-	if (n)
-		__sync_fetch_and_add(n, 1);
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
+		/* the log line of this XID then counts alone (xid_ledger.h) */
 		stat_inc(VIGIL_STAT_RINGBUF_DROPS);
 		return 0;
 	}
 	e->ts_ns = bpf_ktime_get_ns();
-	e->code = k.code;
+	e->code = 0;
+	bpf_probe_read_kernel(&e->code, sizeof(e->code), ctx + code_off);
 	e->pid = bpf_get_current_pid_tgid() >> 32;
-	__builtin_memcpy(e->dev, k.dev, sizeof(e->dev));
+	e->dev[0] = 0;
+	read_data_loc(ctx, dev_loc_off, e->dev, sizeof(e->dev));
 	e->msg[0] = 0;
 	read_data_loc(ctx, msg_loc_off, e->msg, sizeof(e->msg));
 	bpf_ringbuf_submit(e, 0);

@@ -4,11 +4,6 @@
 #define XID_DEV_LEN 32  /* PCI name, "0000:3b:00.0" */
 #define XID_MSG_LEN 160
 
-struct xid_key {
-	char dev[XID_DEV_LEN];
-	__u32 code;
-};
-
 struct xid_event {
 	__u64 ts_ns;
 	__u32 code;

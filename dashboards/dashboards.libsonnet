@@ -7,6 +7,8 @@ local ts = g.timeseries;
 local A = g.agentSel;
 local W = g.workerSel;
 local proc = '{{node}} {{comm}}/{{pid}}';
+// A failure counter's count in a window, a series born inside it counted from zero.
+local failuresIn = import '../rules/failures.libsonnet';
 
 {
   local c = $._config,
@@ -105,6 +107,11 @@ local proc = '{{node}} {{comm}}/{{pid}}';
          [t('sum by (node, function, error) (rate(cuda_driver_errors_total{%s}[$__rate_interval]))' % A, '{{node}} {{function}} {{error}}')], 'ops'),
       ts('Driver calls by function', 'Calls per second of each probed entry point.',
          [t('sum by (node, function) (rate(cuda_driver_calls_total{%s}[$__rate_interval]))' % A, '{{node}} {{function}}')], 'ops'),
+      // A count over the dashboard's range, not a rate: XIDs are rare, and a series is born at
+      // its GPU's first XID of a code, class and process (counted from zero, as the alerts do).
+      g.table('XIDs by GPU, code and class', 'NVIDIA XID errors in the selected time range, per node, GPU (PCI address), XID code, class and the process the driver named (empty: none). Class is NVIDIA\'s catalogue\'s: fatal pages (VigilGpuXidFatal: the GPU needs a reset or the node a drain); hardware, driver, application and unknown open a ticket (VigilGpuXidErrors). Kernel log lines a process forged are never counted. Empty while no GPU reported one.',
+              [t('sum by (cluster, node, gpu, xid, class, process) %s > 0' % failuresIn('gpu_xid_errors_total{%s}' % A, '$__range'))],
+              'short', g.thresholds('orange')),
     ]),
 
     'vigil-nccl-tcp.json': g.dashboard('vigil-nccl-tcp', 'Vigil / NCCL and TCP',

@@ -1,18 +1,40 @@
-// XID collector: gpu_xid_errors_total{gpu, xid} from xid.bpf.c's counters. (DCGM-exporter keeps
-// only the last XID value per GPU, so a burst 79 -> 48 -> 13 shows as 13.)
+// XID collector: gpu_xid_errors_total{gpu, xid, class, process} from the ledger. (DCGM-exporter
+// keeps only the last XID value per GPU, so a burst 79 -> 48 -> 13 shows as 13.)
 #include "collectors/xid_collector.h"
 
 #include "collectors/metric_builder.h"
-#include "probes/bpf_util.h"
+#include "collectors/xid_catalogue.h"
 
 namespace vigil::agent {
 
 std::vector<prometheus::MetricFamily> XidCollector::Collect() const {
-  auto f = make_family("gpu_xid_errors_total", "NVIDIA XID errors reported by the driver, by GPU (PCI) and XID code.",
-                       prometheus::MetricType::Counter);
-  for (const auto& [k, n] : maps_.read().counts)
-    add_sample(f, {{"gpu", bpf_string(k.dev)}, {"xid", std::to_string(k.code)}}, static_cast<double>(n));
-  return {f};
+  const XidSnapshot s = ledger_.read();
+  auto xids = make_family("gpu_xid_errors_total",
+                          "NVIDIA XID errors reported by the driver, by GPU (PCI), XID code, class (NVIDIA's "
+                          "catalogue: fatal pages) and the process the driver named.",
+                          prometheus::MetricType::Counter);
+  for (const auto& [series, n] : s.counts)
+    add_sample(xids,
+               {{"gpu", series.gpu},
+                {"xid", std::to_string(series.code)},
+                {"class", std::string(xid_class_name(xid_class(series.code)))},
+                {"process", series.process}},
+               static_cast<double>(n));
+  auto counter = [](const char* name, const char* help, uint64_t value) {
+    auto f = make_family(name, help, prometheus::MetricType::Counter);
+    add_sample(f, {}, static_cast<double>(value));
+    return f;
+  };
+  return {xids,
+          counter("vigil_agent_xid_log_lines_total", "NVIDIA XID lines of the kernel read from the kernel log.",
+                  s.log_lines),
+          counter("vigil_agent_xid_forged_lines_total",
+                  "XID-looking kernel log lines a process wrote to /dev/kmsg (not the kernel's facility): never counted.",
+                  s.forged_lines),
+          counter("vigil_agent_kmsg_records_lost_total",
+                  "Kernel log records the kernel overwrote before the agent read them.", s.records_lost),
+          counter("vigil_agent_xid_series_dropped_total",
+                  "XIDs counted with process=\"\" because the series limit was reached.", s.series_dropped)};
 }
 
 }  // namespace vigil::agent

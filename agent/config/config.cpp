@@ -131,6 +131,11 @@ Config parse_config(const std::string& yaml_text) {
              {"container_logs", [&](const std::string& kk, const YAML::Node& vv) { cfg.container_logs = scalar(kk, vv); }},
          });
        }},
+      {"xid", [&](const std::string& k, const YAML::Node& v) {
+         walk(k, v, {
+             {"kernel_log", [&](const std::string& kk, const YAML::Node& vv) { cfg.kernel_log = scalar(kk, vv); }},
+         });
+       }},
       {"tcp", [&](const std::string& k, const YAML::Node& v) {
          walk(k, v, {
              {"top_peers", [&](const std::string& kk, const YAML::Node& vv) { cfg.tcp_top_peers = int_in(kk, vv, 0, 1000); }},

@@ -48,6 +48,7 @@ struct Config {
   int tcp_top_peers = 5;                                // peers per process before "other"
   std::chrono::milliseconds collective_timeout{600000}; // PyTorch's NCCL watchdog default
   std::string container_logs = "/var/log/containers";   // the kubelet's links: pod names ("" = off)
+  std::string kernel_log = "/dev/kmsg";  // NVIDIA's XID lines (the xid set; "" = tracepoint only)
   bool bpf_stats = true;  // keep the kernel's BPF run-time statistics on (per-program cost)
   std::string bpf_pin_root = "/sys/fs/bpf/vigil";  // pinned state (--bpf-pin-root; "" = none)
   std::string web_config_file;  // --web.config.file: exporter-toolkit's TLS/basic auth ("" = plain HTTP)

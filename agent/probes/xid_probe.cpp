@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 #include "probes/tracepoint_format.h"
 #include "xid_events.h"
@@ -16,8 +17,8 @@
 
 namespace vigil::agent {
 
-XidProbe::XidProbe(const std::string& btf_path, AgentStats& stats, const XidTracepoint& tp)
-    : stats_(stats), skel_("xid", {xid_bpf__open_opts, xid_bpf__load, xid_bpf__destroy}) {
+XidProbe::XidProbe(const std::string& btf_path, AgentStats& stats, OnXid on_xid, const XidTracepoint& tp)
+    : stats_(stats), on_xid_(std::move(on_xid)), skel_("xid", {xid_bpf__open_opts, xid_bpf__load, xid_bpf__destroy}) {
   auto fields = read_tracepoint_format(tp.tracefs, tp.category, tp.name);
   if (!fields) throw TracepointMissing(tp.category + ":" + tp.name + " not in " + tp.tracefs);
   auto field = [&](const std::string& name, bool data_loc) {
@@ -63,13 +64,12 @@ int XidProbe::on_event(void* ctx, void* data, size_t size) {
   self->recent_.emplace_back(line);
   if (self->recent_.size() > kRecent) self->recent_.pop_front();
   if (self->log_limit_.allow()) std::fprintf(stderr, "%s\n", line);
+  self->on_xid_(bpf_string(e.dev), e.code, bpf_string(e.msg));
   return 0;
 }
 
 void XidProbe::add_rings(RingReader& reader) {
   reader.add("xid", bpf_map__fd(skel_->maps.events), on_event, this);
 }
-
-int XidProbe::xids_fd() const { return bpf_map__fd(skel_->maps.xids); }
 
 }  // namespace vigil::agent

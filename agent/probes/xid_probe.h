@@ -1,8 +1,11 @@
 // Attaches xid.bpf.c to nvidia:nvidia_dev_xid when the NVIDIA module defines it (attach if
-// present), with field offsets from its format file; logs each XID with its message.
+// present), with field offsets from its format file; logs each XID with its message and hands it
+// to a callback (the ledger, which counts it).
 #pragma once
 
+#include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,15 +31,16 @@ struct XidTracepoint {
 
 class XidProbe {
  public:
+  // (PCI name, XID code, message) of one event, on the ring reader's thread.
+  using OnXid = std::function<void(const std::string& gpu, uint32_t code, const std::string& msg)>;
   // Throws TracepointMissing when the tracepoint is absent, std::runtime_error on other failures.
-  XidProbe(const std::string& btf_path, AgentStats& stats, const XidTracepoint& tp = {});
+  XidProbe(const std::string& btf_path, AgentStats& stats, OnXid on_xid, const XidTracepoint& tp = {});
   ~XidProbe();
   XidProbe(const XidProbe&) = delete;
   XidProbe& operator=(const XidProbe&) = delete;
 
   // Registers the event ring with `reader`: events are logged and kept from the reader's thread.
   void add_rings(RingReader& reader);
-  int xids_fd() const;
   // The latest event lines (at most kRecent), oldest first.
   const std::deque<std::string>& recent_events() const { return recent_; }
   static constexpr size_t kRecent = 64;
@@ -44,6 +48,7 @@ class XidProbe {
  private:
   static int on_event(void* ctx, void* data, size_t size);
   AgentStats& stats_;
+  OnXid on_xid_;
   Skeleton<xid_bpf> skel_;
   Link link_;
   std::unique_ptr<SetStatsSources> stats_sources_;

@@ -58,7 +58,8 @@ def check(pipe, start, end, required=('vigil-fleet',), engines=ENGINES, render_t
     # $__rate_interval: Grafana's max(4 x scrape interval, step + scrape interval).
     variables = VARIABLES_USED
     variables.clear()
-    variables.update({'$cluster': '.*', '$node': '.*', '$namespace': '.*', '$pod': '.*', '$__rate_interval': '%ds' % (4 * i)})
+    variables.update({'$cluster': '.*', '$node': '.*', '$namespace': '.*', '$pod': '.*', '$__rate_interval': '%ds' % (4 * i),
+                      '$__range': '%ds' % max(1, end - start)})
     a, b = pipe.t0 + start, pipe.t0 + end
     step = max(1, i)
     del TIMES[:]

@@ -13,8 +13,10 @@ import re
 from vigil_harness.fail import fail
 
 # Variables as Grafana expands "All" (allValue '.*'); $__rate_interval as Grafana computes it
-# for a 1 s scrape interval at this test's resolution.
-VARIABLES = {'$cluster': '.*', '$node': '.*', '$namespace': '.*', '$pod': '.*', '$__rate_interval': '10s'}
+# for a 1 s scrape interval at this test's resolution; $__range, the dashboard's time range, as
+# its default hour (panels counting events over the range).
+VARIABLES = {'$cluster': '.*', '$node': '.*', '$namespace': '.*', '$pod': '.*', '$__rate_interval': '10s',
+             '$__range': '1h'}
 STEP = 2
 
 

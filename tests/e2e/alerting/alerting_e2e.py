@@ -47,6 +47,10 @@ COST_ROW = ('vigil-agent', 'What Vigil costs this node')
 # has no communicator: ncclCommInitRank fails without a GPU); alerting_rank_stuck shows their data.
 STUCK_RANK_PANELS = [('Vigil / NCCL and TCP', 'Stuck collectives'),
                      ('Vigil / NCCL and TCP', 'Time since the last collective, by rank')]
+# Data only on a node whose NVIDIA driver reports an XID: this run has no GPU and its xid set is
+# off. The promtool cases of VigilGpuXidFatal and VigilGpuXidErrors (tests/alerts/
+# vigil_rules_test.yaml) count the same series with the same failuresIn expression.
+XID_PANELS = [('Vigil / GPU memory and CUDA Graphs', 'XIDs by GPU, code and class')]
 
 
 class Worker:
@@ -282,7 +286,7 @@ def main():
                 if args.dashboards:
                     from vigil_harness.dashboard_queries import check_dashboards
                     check_dashboards(stack, args.dashboards, began, time.time(), args.render_to,
-                                     nonzero_rows=[COST_ROW], empty_here=STUCK_RANK_PANELS)
+                                     nonzero_rows=[COST_ROW], empty_here=STUCK_RANK_PANELS + XID_PANELS)
     finally:
         worker.stop()
     print("ok")

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Inhibitions of deploy/alertmanager/alertmanager.yml on a real Alertmanager: alerts are posted
 to its API as Prometheus would; a down worker must silence its latency and saturation alerts, a
-down agent the alerts derived from its metrics, the timeout-risk page the retransmit ticket; the
-same alerts elsewhere (another job, pod, agent or pid) must still notify.
+down agent the alerts derived from its metrics, the timeout-risk page the retransmit ticket, a
+fatal XID the XID tickets of its GPU; the same alerts elsewhere (another job, pod, agent, pid or
+GPU) must still notify.
 usage: alertmanager_inhibition.py"""
 import json
 import os
@@ -19,6 +20,7 @@ from vigil_harness.wait import wait_for
 WORKER = {'cluster': 'c1', 'namespace': 'inference', 'job': 'vigil-worker', 'pod': 'vigil-worker-0', 'instance': '10.0.0.5:8080'}
 AGENT = {'cluster': 'c1', 'node': 'gpu-1', 'instance': '10.0.1.1:9435'}
 PROC = dict(AGENT, pid='42', comm='python')
+GPU = {'cluster': 'c1', 'node': 'gpu-4', 'instance': '10.0.1.4:9435', 'gpu': '0000:cb:00.0'}
 
 
 def alert(name, priority, component, **labels):
@@ -43,6 +45,9 @@ CASES = [
     (alert('VigilNcclTcpTimeoutRiskHigh', 'P1', 'agent', **dict(PROC, node='gpu-3', instance='10.0.1.3:9435', pid='7')), False),
     (alert('VigilTcpRetransmitStorm', 'P2', 'agent', **dict(PROC, node='gpu-3', instance='10.0.1.3:9435', pid='7')), True),
     (alert('VigilTcpRetransmitStorm', 'P2', 'agent', **dict(PROC, node='gpu-3', instance='10.0.1.3:9435', pid='8')), False),
+    (alert('VigilGpuXidFatal', 'P1', 'agent', **GPU, **{'xid': '79', 'class': 'fatal'}), False),
+    (alert('VigilGpuXidErrors', 'P2', 'agent', **GPU, **{'xid': '45', 'class': 'application', 'process': 'python3'}), True),
+    (alert('VigilGpuXidErrors', 'P2', 'agent', **dict(GPU, gpu='0000:1b:00.0'), **{'xid': '13', 'class': 'application', 'process': 'python3'}), False),
 ]
 
 
@@ -73,7 +78,7 @@ def main():
 
         # Sources first, as they fire in practice: Alertmanager inhibits at notification time, so
         # a target posted in the same batch as its source may be notified before the source is seen.
-        sources = [l for l, _ in CASES if l['alertname'] in ('VigilWorkerDown', 'VigilAgentDown', 'VigilNcclTcpTimeoutRiskHigh')]
+        sources = [l for l, _ in CASES if l['alertname'] in ('VigilWorkerDown', 'VigilAgentDown', 'VigilNcclTcpTimeoutRiskHigh', 'VigilGpuXidFatal')]
         post(sources)
         wait_for('sources active', lambda: len(json.loads(http_get('http://127.0.0.1:%d/api/v2/alerts' % port))) == len(sources), 10, 0.1)
         post([l for l, _ in CASES if l not in sources])
@@ -96,7 +101,7 @@ def main():
             ok = bool(by) == inhibited and (k in got) != inhibited
             errors += not ok
             print("%s %-36s %-50s %s" % ('ok  ' if ok else 'FAIL', labels['alertname'],
-                                         ','.join('%s=%s' % (n, labels[n]) for n in ('namespace', 'pod', 'node', 'pid') if n in labels),
+                                         ','.join('%s=%s' % (n, labels[n]) for n in ('namespace', 'pod', 'node', 'pid', 'gpu') if n in labels),
                                          'inhibited' if by else 'notified' if k in got else 'neither'))
         if errors:
             fail("%d inhibition cases" % errors)

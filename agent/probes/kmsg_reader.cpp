@@ -110,7 +110,9 @@ void KmsgReader::run() {
   char buf[8192];  // a printk record is at most 1024 bytes of text plus its dictionary
   for (;;) {
     pollfd fds[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-    if (poll(fds, 2, 100) < 0 && errno != EINTR) break;
+    // Asleep until the kernel logs something, but for a line waiting for its twin: its position
+    // moves when the ledger settles it.
+    if (poll(fds, 2, sink_.oldest_waiting() ? 100 : -1) < 0 && errno != EINTR) break;
     if (fds[1].revents) break;
     bool at_end = false;
     while (!at_end) {

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from vigil_harness.agent import Agent, remove_pins, restart_pins, select, total
+from vigil_harness.agent import Agent, parse_metrics, remove_pins, restart_pins, select, total
 from vigil_harness.fail import fail, require_root
 
 SERIES_LIMIT = 1024  # XidLedger::kMaxSeries
@@ -58,17 +58,17 @@ def counts(scrape):
     return {(l['gpu'], l['xid'], l['class'], l['process']): v for l, v in select(scrape, 'gpu_xid_errors_total')}
 
 
-def wait_for(agent, what, check, timeout=20):
+def wait_for(agent, check, timeout=60):
+    """The first scrape CHECK accepts, or the last one at TIMEOUT; polled without promtool, the
+    scrape returned checked by it."""
     deadline = time.time() + timeout
-    while True:
-        s = agent.scrape()
-        if check(s) or time.time() > deadline:
-            return s
+    while not check(parse_metrics(agent.get('/metrics'))) and time.time() < deadline:
         time.sleep(0.1)
+    return agent.scrape()
 
 
 def expect(agent, want, forged, lost, what):
-    s = wait_for(agent, what, lambda s: counts(s) == want and total(s, 'vigil_agent_xid_forged_lines_total') == forged)
+    s = wait_for(agent, lambda s: counts(s) == want and total(s, 'vigil_agent_xid_forged_lines_total') == forged)
     got = counts(s)
     if got != want:
         fail('%s: gpu_xid_errors_total %s, the lines written say %s' % (what, got, want))
@@ -101,6 +101,7 @@ def main():
     config = 'probes: {tcp: false, cuda: false, nccl: false, usdt: false}\nxid: {kernel_log: %s}\n' % log.path
     a = '0000:cb:00'
     b = '0000:3b:00'
+    agent = None
     try:
         log.emit(['usb 1-1: new high-speed USB device number 2',
                   xid_line(a, 79, 'GPU has fallen off the bus.', 'python3'),
@@ -142,7 +143,7 @@ def main():
                          else 'kernel: flood line %d' % i)
         log.emit(lines)
         flood_xids = 20000
-        s = wait_for(agent, 'flood', lambda s: total(s, 'vigil_agent_xid_log_lines_total') >= 1 + flood_xids, timeout=120)
+        s = wait_for(agent, lambda s: total(s, 'vigil_agent_xid_log_lines_total') >= 1 + flood_xids, timeout=120)
         elapsed = time.time() - started
         got = counts(s)
         flood = {k: v for k, v in got.items() if k[1] == '43'}
@@ -160,6 +161,9 @@ def main():
               % (flood_xids, elapsed, len(got), dropped, growth), flush=True)
         agent.stop()
     finally:
+        if agent and agent.proc.poll() is None:  # a failure above: no agent outlives the test
+            agent.proc.kill()
+            agent.proc.wait()
         os.close(log.fd)
         os.unlink(log.path)
         os.rmdir(tmp)

@@ -62,7 +62,7 @@ KmsgReader::KmsgReader(const std::string& path, const std::string& pin_dir, Kmsg
     __u64 saved = 0;
     if (bpf_map_lookup_elem(seq_fd_, &zero, &saved) == 0 && saved > 0) {
       seen_any_ = true;
-      expected_seq_ = saved;
+      start_seq_ = expected_seq_ = saved;
       next_seq_ = saved;
     }
   }

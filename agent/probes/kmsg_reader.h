@@ -24,6 +24,8 @@ class KmsgReader {
   KmsgReader& operator=(const KmsgReader&) = delete;
 
   const std::string& path() const { return path_; }
+  // Where it started: the saved position, or 0 (the oldest record the kernel keeps).
+  uint64_t start_seq() const { return start_seq_; }
   // The first sequence number a restarted agent would read (saved position).
   uint64_t next_seq() const { return next_seq_.load(); }
 
@@ -39,6 +41,7 @@ class KmsgReader {
   int stop_fd_ = -1;  // eventfd
   int seq_fd_ = -1;   // the pinned position, or -1
   bool seen_any_ = false;
+  uint64_t start_seq_ = 0;
   uint64_t expected_seq_ = 0;        // the record that should come next
   std::atomic<uint64_t> next_seq_{0};  // every record before it is settled
   std::string partial_;              // a FIFO may split records across reads

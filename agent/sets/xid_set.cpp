@@ -29,7 +29,7 @@ XidSet::XidSet(SetContext& ctx) {
   if (!probe_ && !log_) throw TracepointMissing(tracepoint_missing + "; kernel log: " + log_error);
   if (log_)
     std::fprintf(stderr, "vigil-agent: xid: kernel log %s from record %llu; tracepoint %s\n", log_->path().c_str(),
-                static_cast<unsigned long long>(log_->next_seq()), probe_ ? "attached" : "absent");
+                static_cast<unsigned long long>(log_->start_seq()), probe_ ? "attached" : "absent");
   else
     std::fprintf(stderr, "vigil-agent: xid: kernel log not read (%s); tracepoint attached\n", log_error.c_str());
   collector_ = std::make_shared<XidCollector>(ledger_);

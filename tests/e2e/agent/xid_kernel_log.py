@@ -11,8 +11,10 @@ it wrote is the record the agent's counts must equal exactly:
   series bounded (process="" past the limit), the agent's memory bounded, /metrics answering.
 The forged line on the real /dev/kmsg is agent_kmsg_reader_test's.
 usage: xid_kernel_log.py VIGIL_AGENT"""
+import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -78,6 +80,15 @@ def expect(agent, want, forged, lost, what):
     print('%s: %s; forged %d, lost %d' % (what, sorted(got.items()), forged, lost), flush=True)
 
 
+def saved_position(root):
+    """The agent's pinned kernel log position (the next record it would read), read with bpftool."""
+    r = subprocess.run(['bpftool', '-j', 'map', 'lookup', 'pinned', root + '/v1/xid/kmsg_next_seq', 'key', '0', '0', '0', '0'],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return None
+    return int.from_bytes(bytes(int(b, 16) for b in json.loads(r.stdout)['value']), 'little')
+
+
 def halt(agent, sig):
     """Stops AGENT with SIG, its pinned state left for the next one."""
     agent.proc.send_signal(sig)
@@ -125,6 +136,13 @@ def main():
         want = {(a + '.0', '31', 'application', 'pt_main_thread'): 1}
         expect(agent, want, forged=0, lost=0, what='after SIGTERM (counters restart, old lines not recounted)')
         # SIGKILL: the position saved as it read is enough; 3 records the kernel overwrote count as lost.
+        # Killed only once the position is saved past what it counted (it is saved right after each
+        # record: a kill between the count and the save would read that one record again).
+        deadline = time.time() + 20
+        while saved_position(root) != len(log.buffer) and time.time() < deadline:
+            time.sleep(0.05)
+        if saved_position(root) != len(log.buffer):
+            fail('position %s saved, %d read' % (saved_position(root), len(log.buffer)))
         halt(agent, signal.SIGKILL)
         agent = Agent(agent_bin, config, pin_args)
         log.replay()

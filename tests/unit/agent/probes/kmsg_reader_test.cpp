@@ -84,7 +84,7 @@ TEST_F(KmsgReaderTest, ARestartResumesAfterTheLastSettledRecord) {
   {
     XidLedger ledger;
     KmsgReader reader(fifo_, pin_dir_, ledger);
-    EXPECT_EQ(reader.next_seq(), 0u);
+    EXPECT_EQ(reader.start_seq(), 0u);
     emit(0, 5, {3});
     ASSERT_TRUE(wait_for([&] { return reader.next_seq() == 5; })) << reader.next_seq();
     EXPECT_EQ(total(ledger), 1u);
@@ -92,7 +92,7 @@ TEST_F(KmsgReaderTest, ARestartResumesAfterTheLastSettledRecord) {
   }
   XidLedger ledger;
   KmsgReader reader(fifo_, pin_dir_, ledger);
-  EXPECT_EQ(reader.next_seq(), 5u);
+  EXPECT_EQ(reader.start_seq(), 5u);
   emit(0, 7, {3, 6});  // the kernel hands out its whole buffer again, with two new records
   ASSERT_TRUE(wait_for([&] { return reader.next_seq() == 7; })) << reader.next_seq();
   const XidSnapshot s = ledger.read();
@@ -116,7 +116,7 @@ TEST_F(KmsgReaderTest, AWaitingLineIsNotSavedAsRead) {
   reader.reset();
   XidLedger again;
   KmsgReader second(fifo_, pin_dir_, again);
-  EXPECT_EQ(second.next_seq(), 2u);
+  EXPECT_EQ(second.start_seq(), 2u);
   emit(0, 5, {2});
   ASSERT_TRUE(wait_for([&] { return second.next_seq() == 5; }));
   EXPECT_EQ(total(again), 1u);
@@ -130,7 +130,7 @@ TEST_F(KmsgReaderTest, NoPinNoPosition) {
     ASSERT_TRUE(wait_for([&] { return reader.next_seq() == 3; }));
   }
   KmsgReader reader(fifo_, "", ledger);
-  EXPECT_EQ(reader.next_seq(), 0u);
+  EXPECT_EQ(reader.start_seq(), 0u);
 }
 
 // The real kernel log: whatever prefix a process gives its line, the kernel files it under a user

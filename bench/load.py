@@ -16,9 +16,10 @@ usage:
   bench/run.sh bench/load.py streams [--streams 1,16] [--seconds 20] [--llama-cpp]
                                      [--backend cuda [--graphs off]] [--metrics-dir DIR]
   bench/run.sh bench/load.py soak    [--seconds 600] [--overload 1.5]
-  bench/run.sh bench/load.py latency [--target 100ms] [--loads 0.5,0.8,0.95,1.2] [--requests 200]
+  bench/run.sh bench/load.py latency [--target auto] [--loads 0.5,0.8,0.95,1.2] [--requests 200]
                                      [--policy-loads 0.8,0.95] [--policies fcfs,token_budget] [--json F] [--plot F.png]
                                      [--peer llama-server [--spot-check 20]]
+  bench/run.sh bench/load.py lowload [--target auto] [--tokens 400] [--every 1.0] [--prompt-words 512] [--json F]
 """
 import argparse
 import json
@@ -59,7 +60,7 @@ class Server:
                       f"  kv_blocks: 1024\n  max_waiting: {max_waiting}\n")
             if aging is not None:  # otherwise the worker's default
                 cfg.write(f"  token_budget_aging: {aging}\n")
-            if target:  # engine.step_latency_target, e.g. "100ms"
+            if target:  # engine.step_latency_target, e.g. "off", "100ms"; None: the worker's default
                 cfg.write(f"  step_latency_target: {target}\n")
             cfg.write(f"backend:\n  kind: {backend}\n")
             if backend == "cuda":
@@ -324,6 +325,58 @@ def latency_row(label, load, rate, target, s):
     return dict(s, policy=label, load=load, rate=rate, target=t)
 
 
+def stream_beside_prompts(srv, tokens, every, prompt_words, seed):
+    """One stream generating TOKENS while, every EVERY seconds (0: never), a PROMPT_WORDS-word prompt
+    arrives for 16 tokens; the stream's record and the prompts' records."""
+    results, lock = [], threading.Lock()
+    stream = threading.Thread(target=one_request, args=(srv.port, srv.model_name, 0, 16, tokens, 0, seed, results, lock))
+    stream.start()
+    prompts, i = [], 1
+    while every > 0 and stream.is_alive():
+        time.sleep(every)
+        th = threading.Thread(target=one_request,
+                              args=(srv.port, srv.model_name, i, prompt_words, 16, 0, seed + i, results, lock))
+        th.start()
+        prompts.append(th)
+        i += 1
+    stream.join()
+    for th in prompts:
+        th.join()
+    return [r for r in results if r["id"] == 0][0], [r for r in results if r["id"] != 0]
+
+
+def cmd_lowload(a):
+    """Low load: one stream decoding while long prompts arrive. Its gaps against its own decode
+    step (the same stream alone, P50), target off and on."""
+    print(f"one stream of {a.tokens} tokens; a {a.prompt_words}-word prompt every {a.every} s beside it", flush=True)
+    print(f"{'target':>8}{'step alone':>11}{'ITL p50':>8}{'ITL p99':>8}{'ITL max':>8}{'p99/step':>9}"
+          f"{'TTFT p50':>9}{'TTFT p99':>9}{'prompts':>8}{'lost':>5}   (ms)")
+    rows, bad = [], 0
+    for target in ("off", a.target):
+        srv = Server("vigil", threads=a.threads, target=target)
+        try:
+            alone, _ = stream_beside_prompts(srv, a.tokens, 0, a.prompt_words, seed=1)
+            busy, others = stream_beside_prompts(srv, a.tokens, a.every, a.prompt_words, seed=1)
+        finally:
+            srv.stop()
+        step = pct([y - x for x, y in zip(alone["tokens"], alone["tokens"][1:])], 0.5)
+        gaps = [y - x for x, y in zip(busy["tokens"], busy["tokens"][1:])]
+        ttft = [r["tokens"][0] - r["sent"] for r in others if r["tokens"]]
+        lost = sum(is_lost(r) for r in [alone, busy] + others)
+        bad += lost
+        row = dict(target=target, decode_step=step, itl_p50=pct(gaps, 0.5), itl_p99=pct(gaps, 0.99),
+                   itl_max=max(gaps), ttft_p50=pct(ttft, 0.5), ttft_p99=pct(ttft, 0.99), prompts=len(others), lost=lost)
+        rows.append(row)
+        ms = {k: v * 1e3 for k, v in row.items() if isinstance(v, float)}
+        print(f"{target:>8}{ms['decode_step']:>11.1f}{ms['itl_p50']:>8.1f}{ms['itl_p99']:>8.1f}{ms['itl_max']:>8.1f}"
+              f"{row['itl_p99'] / step:>9.2f}{ms['ttft_p50']:>9.0f}{ms['ttft_p99']:>9.0f}{len(others):>8}{lost:>5}",
+              flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"tokens": a.tokens, "every": a.every, "prompt_words": a.prompt_words, "rows": rows}, f, indent=1)
+    return 1 if bad else 0
+
+
 def cmd_latency(a):
     """Saturation of the mixed workload (a closed loop of 16 streams), then open-loop points at
     fractions of it with the step latency target off and on, alternating, per policy."""
@@ -332,14 +385,18 @@ def cmd_latency(a):
             saved = json.load(f)
         plot_latency(saved["rows"], a.policy, saved["target"], saved["capacity"], a.plot)
         return 0
-    srv = Server("vigil", policy="fcfs", threads=a.threads)
-    try:
-        res, wall = closed_loop(srv.port, srv.model_name, 16, a.probe_seconds, mixed=True)
-    finally:
-        srv.stop()
-    capacity = sum(1 for r in res if r["done"]) / wall
-    print(f"saturation: {capacity:.2f} req/s (closed loop of 16 streams, mixed lengths, {wall:.0f} s); "
-          f"target {a.target}, {a.requests} requests a point", flush=True)
+    if a.capacity:  # an earlier run's: the same arrivals as that run
+        capacity = a.capacity
+        print(f"saturation: {capacity:.2f} req/s (given); target {a.target}, {a.requests} requests a point", flush=True)
+    else:
+        srv = Server("vigil", policy="fcfs", threads=a.threads, target="off")  # the best-throughput configuration
+        try:
+            res, wall = closed_loop(srv.port, srv.model_name, 16, a.probe_seconds, mixed=True)
+        finally:
+            srv.stop()
+        capacity = sum(1 for r in res if r["done"]) / wall
+        print(f"saturation: {capacity:.2f} req/s (closed loop of 16 streams, mixed lengths, {wall:.0f} s); "
+              f"target {a.target}, {a.requests} requests a point", flush=True)
     print(f"{'policy':<14}{'load':>6}{'req/s':>7}{'target':>8}{'gen tok/s':>10}{'TTFT p50':>9}{'TTFT p99':>9}"
           f"{'ITL p50':>8}{'ITL p99':>8}{'ITL max':>8}{'p99/50':>7}{'lost':>5}{'dup':>4}   (ms)")
     rows, bad = [], 0
@@ -348,8 +405,12 @@ def cmd_latency(a):
                if (p, f) not in points]
     texts = {}  # (label, target) -> {request id: record} of the first load point, for the greedy spot check
     for i, (policy, load) in enumerate(points):
-        # The peer runs the same arrivals (same seed) right after vigil's two runs at its main points.
-        runs = [(policy, None), (policy, a.target)] + ([(a.peer, None)] if a.peer and policy == a.policy else [])
+        # The peer runs the same arrivals (same seed) right after vigil's two runs at its main points;
+        # the other policies run with the target only.
+        main = policy == a.policy
+        runs = [(policy, "off")] if main and "off" in a.runs else []
+        runs += [(policy, a.target)] if "target" in a.runs or not main else []
+        runs += [(a.peer, None)] if a.peer and main and "peer" in a.runs else []
         for label, target in runs:
             if label == a.peer:
                 srv = Server(a.peer, threads=a.threads)
@@ -475,14 +536,17 @@ def main():
     p.add_argument("--overload", type=float, default=1.5)
     p.add_argument("--policy", default="token_budget")
     p = sub.add_parser("latency")
-    p.add_argument("--target", default="100ms", help="engine.step_latency_target of the 'on' runs: auto, "
-                   "a multiple of the decode step (3x) or a duration (100ms)")
+    p.add_argument("--target", default="auto", help="engine.step_latency_target of the 'on' runs: auto (the "
+                   "worker's default), a multiple of the decode step (3x) or a duration (100ms)")
     p.add_argument("--loads", default="0.5,0.8,0.95,1.2", help="fractions of saturation, for --policy")
     p.add_argument("--policy", default="fcfs")
     p.add_argument("--policy-loads", default="0.8,0.95", help="loads of the policy table")
     p.add_argument("--policies", default="fcfs,token_budget")
     p.add_argument("--requests", type=int, default=200)
     p.add_argument("--probe-seconds", type=float, default=40)
+    p.add_argument("--runs", default="off,target,peer", help="which runs of the --loads points (with --capacity "
+                   "of an earlier run: the rest of its table)")
+    p.add_argument("--capacity", type=float, help="saturation in req/s (an earlier run's), instead of measuring it")
     p.add_argument("--json", help="write every row here")
     p.add_argument("--plot", help="PNG of ITL and TTFT percentiles against load (matplotlib: the ops venv's "
                                   "python, tests/alerts/python_env.sh)")
@@ -490,10 +554,17 @@ def main():
     p.add_argument("--peer", choices=["llama-server"], help="also run llama.cpp's server (16 slots, continuous "
                    "batching; scripts/setup_reference.sh builds it) at the --loads points, same arrivals")
     p.add_argument("--spot-check", type=int, default=20, help="greedy answers compared with the peer's")
+    p = sub.add_parser("lowload")
+    p.add_argument("--target", default="auto", help="engine.step_latency_target of the 'on' run")
+    p.add_argument("--tokens", type=int, default=400, help="the stream's length")
+    p.add_argument("--every", type=float, default=1.0, help="seconds between prompt arrivals")
+    p.add_argument("--prompt-words", type=int, default=512)
+    p.add_argument("--json", help="write the rows here")
     for p in sub.choices.values():
         p.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
-    sys.exit({"sweep": cmd_sweep, "streams": cmd_streams, "soak": cmd_soak, "latency": cmd_latency}[a.cmd](a))
+    sys.exit({"sweep": cmd_sweep, "streams": cmd_streams, "soak": cmd_soak, "latency": cmd_latency,
+              "lowload": cmd_lowload}[a.cmd](a))
 
 
 if __name__ == "__main__":

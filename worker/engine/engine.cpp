@@ -60,6 +60,7 @@ Engine::Engine(const LlamaModel& model, const Vocab& vocab, const EngineConfig& 
   stats_.graphs = backend_->graph_stats();
   batch_.reserve(static_cast<size_t>(std::max(config.max_batched_tokens, config.max_running)));
   step_target_.decode_multiple = config.step_latency_target.decode_multiple;
+  step_target_.ceiling_seconds = std::chrono::duration<double>(config.step_latency_target.ceiling).count();
   if (config.step_latency_target.on()) calibrate();
   stats_.step_target = step_target_;
   thread_ = std::thread([this] { loop(); });
@@ -77,7 +78,7 @@ void Engine::calibrate() {
   if (context < 1 || chunk_max < 1 || !blocks_.reserve(decoder, context + 1, config_.kv_block_size) ||
       !blocks_.reserve(prompt, chunk_max, config_.kv_block_size)) {
     blocks_.release(decoder);
-    step_target_.target_seconds = target_seconds(1);  // nothing learned: steps will teach it
+    step_target_.target_seconds = step_target_seconds(config_.step_latency_target, step_cost_, 1);  // steps will teach it
     return;
   }
   const int32_t vocab = model_.hparams().n_vocab;
@@ -105,7 +106,7 @@ void Engine::calibrate() {
     step_cost_.observe(1, chunk, std::min(run(context, chunk), run(context, chunk)));
   blocks_.release(decoder);  // never published: the prefix cache does not see these positions
   blocks_.release(prompt);
-  step_target_.target_seconds = target_seconds(1);
+  step_target_.target_seconds = step_target_seconds(config_.step_latency_target, step_cost_, 1);
   step_target_.decode_step_seconds = step_cost_.decode_seconds(1);
   // The largest chunk's: a one-token chunk's cost can be lost in one step's noise on a small model.
   step_target_.prefill_token_seconds = step_cost_.prefill_token_seconds(chunk_max);
@@ -255,72 +256,66 @@ void Engine::step() {
   }
   // Serve in policy order; preemption takes from the back (the request the policy ranks last).
   sort_by_policy(running_);
-  std::vector<Slice> plan;
-  const StepPlan planned = plan_batch(plan);
-  encode_batch(plan);
-  if (!run_forward(plan)) {
-    publish_stats(planned.preempted);
+  std::vector<Slice> slices;
+  uint64_t preempted = 0;
+  const StepPlan planned = plan_batch(slices, preempted);
+  encode_batch(slices);
+  if (!run_forward(slices)) {
+    publish_stats(preempted);
     return;
   }
-  retire(sample_tokens(plan));
+  retire(sample_tokens(slices));
   account_step(planned, std::chrono::duration<double>(Clock::now() - start).count());
   VIGIL_PROBE(scheduler_step, running_.size(), waiting_.size(), batch_.size(), blocks_.free_blocks());
-  publish_stats(planned.preempted);
+  publish_stats(preempted);
 }
 
 bool Engine::decoding(const Sequence& seq) {
   return seq.n_computed == static_cast<int>(seq.tokens.size()) - 1 && seq.n_computed > 0;
 }
 
-Engine::StepPlan Engine::plan_batch(std::vector<Slice>& plan) {
-  // Decodes first (one token each), then prefill chunks within what the budget and the latency
-  // target leave: no stream waits a whole long prefill for its next token.
-  plan.reserve(running_.size());
-  StepPlan step;
-  int budget = config_.max_batched_tokens;
-  for (int pass = 0; pass < 2; ++pass) {
-    if (pass == 1) {
-      const int decodes = static_cast<int>(plan.size());
-      budget = step.prefill_budget = prefill_cap(decodes, budget);
-      if (config_.step_latency_target.on() && decodes > 0) step.target_seconds = target_seconds(decodes);
+StepPlan Engine::plan_batch(std::vector<Slice>& slices, uint64_t& preempted) {
+  const StepRules rules{config_.max_batched_tokens, config_.max_prefill_chunk, config_.step_latency_target};
+  std::vector<const Sequence*> sitting_out;
+  std::vector<Sequence*> seqs;
+  std::vector<PlanCandidate> queue;
+  for (;;) {
+    seqs.clear();
+    queue.clear();
+    for (auto& r : running_)
+      if (std::find(sitting_out.begin(), sitting_out.end(), r.get()) == sitting_out.end()) {
+        seqs.push_back(r.get());
+        queue.push_back({static_cast<int>(r->tokens.size()) - r->n_computed, decoding(*r)});
+      }
+    StepPlan plan = plan_step(queue, rules, step_cost_);
+    bool replan = false;
+    for (size_t i = 0; i < seqs.size() && !replan; ++i) {
+      if (plan.tokens[i] == 0) continue;
+      Sequence& seq = *seqs[i];
+      const int positions = seq.n_computed + plan.tokens[i];
+      const uint64_t n = make_room(seq, positions);
+      preempted += n;
+      const bool fits = seq.kv.blocks.size() * static_cast<size_t>(config_.kv_block_size) >= static_cast<size_t>(positions);
+      if (!fits) sitting_out.push_back(&seq);  // retried next step
+      replan = n > 0 || !fits;  // the preempted (or this one) leave tokens to the others
     }
-    // running_.size() is read on every iteration: preemption shortens it.
-    for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
-      Sequence& seq = *running_[i];
-      if ((pass == 0) != decoding(seq)) continue;
-      int n = std::min(static_cast<int>(seq.tokens.size()) - seq.n_computed, budget);
-      if (pass == 1 && config_.max_prefill_chunk > 0) n = std::min(n, config_.max_prefill_chunk);
-      step.preempted += make_room(seq, seq.n_computed + n, plan, budget);
-      if (seq.kv.blocks.size() * static_cast<size_t>(config_.kv_block_size) < static_cast<size_t>(seq.n_computed + n))
-        continue;  // no blocks even after preempting every lower-ranked sequence: retry next step
-      plan.push_back({&seq, seq.n_computed, seq.n_computed + n});
-      budget -= n;
-    }
+    if (replan) continue;
+    slices.clear();
+    for (bool decodes : {true, false})
+      for (size_t i = 0; i < seqs.size(); ++i)
+        if (plan.tokens[i] > 0 && queue[i].decoding == decodes)
+          slices.push_back({seqs[i], seqs[i]->n_computed, seqs[i]->n_computed + plan.tokens[i]});
+    return plan;
   }
-  for (const Slice& s : plan) (decoding(*s.seq) ? step.decode_tokens : step.prefill_tokens) += s.end - s.begin;
-  return step;
 }
 
-double Engine::target_seconds(int decode_tokens) const {
-  const StepLatencyTarget& t = config_.step_latency_target;
-  if (t.decode_multiple > 0) return t.decode_multiple * step_cost_.decode_seconds(std::max(1, decode_tokens));
-  return std::chrono::duration<double>(t.fixed).count();
-}
-
-int Engine::prefill_cap(int decode_tokens, int budget) const {
-  if (!config_.step_latency_target.on() || decode_tokens == 0) return budget;
-  // At least one prompt token a step, however tight the target: prompts must advance.
-  return std::max(std::min(budget, 1),
-                  step_cost_.prefill_budget(decode_tokens, target_seconds(decode_tokens), budget));
-}
-
-uint64_t Engine::make_room(Sequence& seq, int positions, std::vector<Slice>& plan, int& budget) {
+uint64_t Engine::make_room(Sequence& seq, int positions) {
   // Preempt (free and recompute later) lower-ranked sequences until seq's blocks fit: the
   // lowest-ranked one still in prefill and holding blocks (no stream pauses for it), else the
-  // lowest-ranked. A victim's slice leaves the plan and its tokens go back to the budget.
+  // lowest-ranked.
   uint64_t preempted = 0;
-  const auto self = std::find_if(running_.begin(), running_.end(), [&](const auto& r) { return r.get() == &seq; });
   while (!blocks_.reserve(seq.kv, positions, config_.kv_block_size)) {
+    const auto self = std::find_if(running_.begin(), running_.end(), [&](const auto& r) { return r.get() == &seq; });
     auto victim = std::prev(running_.end());
     for (auto it = victim; it != self; --it)
       if (!decoding(**it) && !(*it)->kv.blocks.empty()) {
@@ -329,10 +324,6 @@ uint64_t Engine::make_room(Sequence& seq, int positions, std::vector<Slice>& pla
       }
     if (victim == self) break;
     Sequence& v = **victim;
-    std::erase_if(plan, [&](const Slice& s) {
-      if (s.seq == &v) budget += s.end - s.begin;
-      return s.seq == &v;
-    });
     VIGIL_PROBE(request_preempt, v.id, v.tokens.size(), v.kv.blocks.size());
     blocks_.release(v.kv);
     v.n_computed = 0;

@@ -23,18 +23,10 @@
 #include "engine/request.h"
 #include "engine/scheduler_policy.h"
 #include "engine/step_cost.h"
+#include "engine/step_plan.h"
 #include "model/vocab.h"
 
 namespace vigil {
-
-// engine.step_latency_target: off, a fixed duration, or a multiple of what a decode-only step of
-// the step's own decodes costs (learned, so it means the same on every machine: "2x"; "auto").
-struct StepLatencyTarget {
-  static constexpr double kAutoMultiple = 2.0;  // "auto": a step with prompt at most twice one without
-  std::chrono::milliseconds fixed{0};  // > 0: this long
-  double decode_multiple = 0;          // > 1: this many decode-only steps of the batch
-  bool on() const { return fixed.count() > 0 || decode_multiple > 0; }
-};
 
 struct EngineConfig {
   int threads = 2;
@@ -53,6 +45,7 @@ struct EngineConfig {
   // Stall-free batching: while any sequence decodes, a step takes only the prompt tokens predicted
   // to keep it within the target (the engine learns its step costs as it runs), to the token; with
   // nothing decoding, prefill runs at max_batched_tokens. Off: every step up to max_batched_tokens.
+  // Off by default until the cost model prices KV reads (docs/decisions.md: why).
   StepLatencyTarget step_latency_target;
   // The most prompt tokens of one request in a step (a fixed chunk, as Sarathi-Serve's); 0: only
   // max_batched_tokens and the target limit it.
@@ -78,6 +71,7 @@ struct StepTargetStats {
   static constexpr std::array<int, 12> kChunkBounds{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
   double target_seconds = 0;         // 0: off; with a multiple, the latest step's (or calibration's)
   double decode_multiple = 0;        // the target as a multiple of the decode step; 0: fixed or off
+  double ceiling_seconds = 0;        // with a multiple: the most it may be; 0: uncapped
   double decode_step_seconds = 0;    // learned: a decode-only step of the latest step's decodes
   double prefill_token_seconds = 0;  // learned: one prompt token beside them, in the latest step's chunk
   bool attainable = true;            // a decode-only step fits the target
@@ -138,30 +132,19 @@ class Engine {
   // One scheduling step: admit, plan, one forward pass over every planned slice, sample, stream.
   void step();
   void admit();
-  // What plan_batch put in a step.
-  struct StepPlan {
-    int decode_tokens = 0;
-    int prefill_tokens = 0;
-    int prefill_budget = 0;  // the most prompt tokens the step could take
-    double target_seconds = 0;  // the latency target it was planned for; 0: off
-    uint64_t preempted = 0;
-  };
-  // The step's slices in policy order: decodes, then prompt chunks within prefill_cap.
-  StepPlan plan_batch(std::vector<Slice>& plan);
-  // Reserves KV blocks for `positions` of seq, preempting lower-ranked sequences (dropped from
-  // `plan`, their tokens back in `budget`) while they do not fit, those still in prefill first;
-  // returns how many it preempted.
-  uint64_t make_room(Sequence& seq, int positions, std::vector<Slice>& plan, int& budget);
+  // The step's slices, decodes first, as engine/step_plan plans them, with the KV blocks found for
+  // them: a sequence that does not fit preempts lower-ranked ones (counted in `preempted`) and the
+  // step is planned again without them; one that fits not even then sits the step out.
+  StepPlan plan_batch(std::vector<Slice>& slices, uint64_t& preempted);
+  // Reserves KV blocks for `positions` of seq, preempting lower-ranked sequences while they do not
+  // fit, those still in prefill first; returns how many it preempted.
+  uint64_t make_room(Sequence& seq, int positions);
   void encode_batch(const std::vector<Slice>& plan);  // plan -> batch_
   // The forward pass over batch_; false when it threw (the planned sequences then ended in kError).
   bool run_forward(const std::vector<Slice>& plan);
   // Times a decode-only step, and prompt chunks of 1, 2, 4, ... 64 tokens beside one decode, to
   // seed the step cost model.
   void calibrate();
-  // The step length the target allows beside `decode_tokens` decodes; 0: off.
-  double target_seconds(int decode_tokens) const;
-  // The most prompt tokens beside `decode_tokens` decodes: what the latency target leaves.
-  int prefill_cap(int decode_tokens, int budget) const;
   // Learns from the step just run and accounts it against the latency target.
   void account_step(const StepPlan& step, double seconds);
   // Records what was computed and samples where a slice reached its last known token; returns the

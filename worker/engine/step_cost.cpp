@@ -77,7 +77,8 @@ int StepCostModel::prefill_budget(int decode_tokens, double target_seconds, int 
   if (room <= 0) return 0;
   // A class's chunks are priced at the dearer of its own rate and the next class's, which bounds
   // the rate anywhere inside it whether cost a token falls or rises with the chunk's size; the
-  // largest chunk of each class that fits is then room / price, the answer the largest over them.
+  // largest chunk of each class that fits is then room / price (a chunk that fits exactly is not
+  // lost to rounding), the answer the largest over them.
   int best = 0;
   const size_t n = kChunkClassStart.size();
   for (size_t c = 0; c < n && kChunkClassStart[c] <= max_tokens; ++c) {
@@ -85,7 +86,7 @@ int StepCostModel::prefill_budget(int decode_tokens, double target_seconds, int 
     const int hi = c + 1 < n ? std::min(max_tokens, kChunkClassStart[c + 1] - 1) : max_tokens;
     double cost = prefill_token_seconds(lo);
     if (hi > lo && c + 1 < n) cost = std::max(cost, prefill_token_seconds(kChunkClassStart[c + 1]));
-    const int fits = cost > 0 ? static_cast<int>(std::min<double>(hi, std::floor(room / cost))) : hi;
+    const int fits = cost > 0 ? static_cast<int>(std::min<double>(hi, std::floor(room / cost + 1e-9))) : hi;
     if (fits >= lo) best = std::max(best, fits);
   }
   return best;

@@ -21,14 +21,12 @@ using yaml_fields::walk;
 
 constexpr long long kMaxBytes = 1LL << 30;
 
-// engine.step_latency_target: "auto", a multiple of the decode step ("2x", "1.5x"), or a duration.
+// engine.step_latency_target: "off" (the default), "auto", a multiple of the decode step ("2x",
+// "1.5x"), or a duration.
 StepLatencyTarget step_latency_target(const std::string& k, const YAML::Node& v) {
   const std::string text = scalar(k, v);
-  StepLatencyTarget t;
-  if (text == "auto") {
-    t.decode_multiple = StepLatencyTarget::kAutoMultiple;
-    return t;
-  }
+  if (text == "auto") return StepLatencyTarget::automatic();
+  if (text == "off") return StepLatencyTarget{};
   if (!text.empty() && text.back() == 'x') {
     // Plain decimals only: stod alone would also take "1e1", "0x10" and "inf".
     const std::string number = text.substr(0, text.size() - 1);
@@ -42,13 +40,11 @@ StepLatencyTarget step_latency_target(const std::string& k, const YAML::Node& v)
     // At 1x a step with any prompt is over the target; beyond 100x the target is no limit.
     if (!(m > 1.0 && m <= 100.0))
       fail(k, v, "a multiple of the decode step must be above 1x and at most 100x, got '" + text + "'");
-    t.decode_multiple = m;
-    return t;
+    return StepLatencyTarget::multiple(m);
   }
   if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])))
-    fail(k, v, "expected auto, a multiple of the decode step (2x) or a duration (50ms), got '" + text + "'");
-  t.fixed = duration(k, v);
-  return t;
+    fail(k, v, "expected auto, off, a multiple of the decode step (2x) or a duration (50ms), got '" + text + "'");
+  return StepLatencyTarget::duration(duration(k, v));
 }
 
 void parse_server(const std::string& prefix, const YAML::Node& node, ServerConfig& s) {

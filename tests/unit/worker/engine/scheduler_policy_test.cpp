@@ -52,6 +52,25 @@ TEST(SchedulerPolicy, TokenBudgetAgingLetsLongWaitersThrough) {
   EXPECT_FALSE(policy->before({2, 0, 20, 0.0}, {1, 0, 30, 1.0}));
 }
 
+// No starvation, as a bound: a request with R tokens of work left that has waited R / aging
+// seconds is served before any newcomer, however short, so at most the requests already ahead of
+// it at that moment (each holding a slot for a bounded time) can still go first.
+TEST(SchedulerPolicy, TokenBudgetServesAnyWaiterWithinItsWorkOverTheAgingRate) {
+  for (double aging : {50.0, 200.0, 1000.0})
+    for (int remaining : {1, 20, 672, 2048}) {
+      auto policy = make_policy(PolicyKind::kTokenBudget, aging);
+      const double bound = remaining / aging;
+      const SchedulingKey waiter{1, 0, remaining, bound};
+      for (int newcomer : {1, 2, 16, 512})
+        EXPECT_TRUE(policy->before(waiter, {2, 0, newcomer, 0.0}))
+            << "aging " << aging << ", " << remaining << " tokens after " << bound << " s vs " << newcomer;
+      // Just before the bound a one-token newcomer can still go first (the bound is tight).
+      if (remaining > 2) {
+        EXPECT_TRUE(policy->before({2, 0, 1, 0.0}, {1, 0, remaining, bound * 0.5}));
+      }
+    }
+}
+
 TEST(SchedulerPolicy, NamesRoundTrip) {
   for (PolicyKind k : {PolicyKind::kFcfs, PolicyKind::kPriority, PolicyKind::kTokenBudget})
     EXPECT_EQ(parse_policy(policy_name(k)), k);

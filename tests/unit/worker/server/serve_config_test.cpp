@@ -97,18 +97,23 @@ engine:
   EXPECT_EQ(c.engine.max_prefill_chunk, 5);
 }
 
-TEST(ServeConfig, StepLatencyTargetIsADurationAutoOrAMultipleOfTheDecodeStep) {
+TEST(ServeConfig, StepLatencyTargetIsAutoOffADurationOrAMultipleOfTheDecodeStep) {
   auto target = [](const std::string& v) {
     return parse_serve_config("engine:\n  step_latency_target: " + v + "\n").engine.step_latency_target;
   };
   EXPECT_FALSE(parse_serve_config("").engine.step_latency_target.on());  // off unless asked for
-  EXPECT_EQ(target("auto").decode_multiple, 2.0);
+  // auto: five decode steps of the batch, at most 100 ms.
+  EXPECT_EQ(target("auto").decode_multiple, 5.0);
+  EXPECT_EQ(target("auto").ceiling.count(), 100);
   EXPECT_EQ(target("auto").fixed.count(), 0);
+  EXPECT_FALSE(target("off").on());
   EXPECT_EQ(target("3x").decode_multiple, 3.0);
+  EXPECT_EQ(target("3x").ceiling.count(), 0);  // what was asked for, uncapped
   EXPECT_EQ(target("1.5x").decode_multiple, 1.5);
   EXPECT_EQ(target("100x").decode_multiple, 100.0);
   EXPECT_EQ(target("50ms").fixed.count(), 50);
   EXPECT_EQ(target("50ms").decode_multiple, 0.0);
+  EXPECT_EQ(target("50ms").ceiling.count(), 0);
   EXPECT_TRUE(target("2x").on());
   struct Bad {
     const char* value;
@@ -117,7 +122,7 @@ TEST(ServeConfig, StepLatencyTargetIsADurationAutoOrAMultipleOfTheDecodeStep) {
   for (const Bad& bad : {Bad{"1x", "above 1x"}, Bad{"0.5x", "above 1x"}, Bad{"101x", "at most 100x"},
                          Bad{"x", "like 2x"}, Bad{"2.x5x", "like 2x"}, Bad{"-2x", "like 2x"}, Bad{"2 x", "like 2x"}, Bad{"1e1x", "like 2x"},
                          Bad{"0x10x", "like 2x"}, Bad{"2.x", "like 2x"},
-                         Bad{"Auto", "expected auto"}, Bad{"fast", "expected auto"}, Bad{"0ms", "positive"},
+                         Bad{"Auto", "expected auto, off"}, Bad{"fast", "expected auto, off"}, Bad{"Off", "expected auto, off"}, Bad{"0ms", "positive"},
                          Bad{"50us", "duration"}}) {
     auto e = error_of(std::string("engine:\n  threads: 2\n  step_latency_target: ") + bad.value + "\n");
     EXPECT_EQ(e.key(), "engine.step_latency_target") << bad.value;
@@ -150,7 +155,7 @@ TEST(ServeConfig, BadValuesNameKeyAndLine) {
   EXPECT_EQ(e.key(), "engine.kv_blocks");
   e = error_of("server:\n  host: [a, b]\n");
   EXPECT_EQ(e.key(), "server.host");
-  e = error_of("engine:\n  step_latency_target: 0s\n");  // off is the key left out
+  e = error_of("engine:\n  step_latency_target: 0s\n");  // off is spelled off (or left out)
   EXPECT_EQ(e.key(), "engine.step_latency_target");
   EXPECT_NE(std::string(e.what()).find("positive"), std::string::npos);
   e = error_of("engine: 3\n");

@@ -31,16 +31,17 @@ void report_step_target(const StepTargetStats& t) {
   if (t.decode_multiple > 0)
     std::fprintf(stderr,
                  "vigil-worker: step latency target %gx the decode step of the batch%s (%.1f ms for one stream): a "
-                 "decode step takes %.1f ms, a prompt token beside it %.2f ms in chunks of up to 64 (calibrated at "
-                 "start, learned as it runs)\n",
+                 "decode step takes %.1f ms, a prompt token beside it %.2f ms in chunks of up to 64, a cached K/V row %.2f us "
+                 "(calibrated at start, learned as it runs)\n",
                  t.decode_multiple, t.ceiling_seconds > 0 ? (", at most " + std::to_string(static_cast<int>(t.ceiling_seconds * 1e3)) + " ms").c_str() : "",
                  t.target_seconds * 1e3, t.decode_step_seconds * 1e3,
-                 t.prefill_token_seconds * 1e3);
+                 t.prefill_token_seconds * 1e3, t.kv_row_seconds * 1e6);
   else
     std::fprintf(stderr,
                  "vigil-worker: step latency target %.0f ms: a decode step takes %.1f ms, a prompt token beside it "
-                 "%.2f ms in chunks of up to 64 (calibrated at start, learned as it runs)\n",
-                 t.target_seconds * 1e3, t.decode_step_seconds * 1e3, t.prefill_token_seconds * 1e3);
+                 "%.2f ms in chunks of up to 64, a cached K/V row %.2f us (calibrated at start, learned as it runs)\n",
+                 t.target_seconds * 1e3, t.decode_step_seconds * 1e3, t.prefill_token_seconds * 1e3,
+                 t.kv_row_seconds * 1e6);
   if (!t.attainable)
     std::fprintf(stderr,
                  "vigil-worker: warning: engine.step_latency_target %.0f ms is below a decode-only step (%.1f ms): "

@@ -68,48 +68,62 @@ Engine::Engine(const LlamaModel& model, const Vocab& vocab, const EngineConfig& 
 
 void Engine::calibrate() {
   // On the constructing thread, where the backend was made (a CUDA device is current there). A
-  // decoding sequence with `context` positions behind it, and a prompt whose first `chunk_max`
-  // positions are computed again and again as chunks of each size class up to 64.
-  const int context = std::min({64, config_.max_batched_tokens, config_.max_context - 1,
-                                config_.kv_block_size * (config_.kv_blocks / 2) - 1});
-  const int chunk_max = std::min({64, config_.max_batched_tokens - 1, config_.max_context,
-                                  config_.kv_block_size * (config_.kv_blocks / 2)});
+  // decoding sequence timed with `context` positions behind it and again with `deep` (which
+  // teaches the cost of a cached K/V row), and a prompt whose first `chunk_max` positions are
+  // computed again and again as chunks of each size class up to 64 beside it.
+  const int capacity = config_.kv_block_size * (config_.kv_blocks / 2) - 1;
+  const int context = std::min({64, config_.max_batched_tokens, config_.max_context - 1, capacity});
+  const int deep = std::min({512, config_.max_context - 1, capacity});
+  const int chunk_max = std::min({64, config_.max_batched_tokens - 1, config_.max_context, capacity + 1});
   KvSequence decoder, prompt;
-  if (context < 1 || chunk_max < 1 || !blocks_.reserve(decoder, context + 1, config_.kv_block_size) ||
+  if (context < 1 || chunk_max < 1 || !blocks_.reserve(decoder, std::max(context, deep) + 1, config_.kv_block_size) ||
       !blocks_.reserve(prompt, chunk_max, config_.kv_block_size)) {
     blocks_.release(decoder);
-    step_target_.target_seconds = step_target_seconds(config_.step_latency_target, step_cost_, 1);  // steps will teach it
+    step_target_.target_seconds = step_target_seconds(config_.step_latency_target, step_cost_, 1, 0);  // steps will teach it
     return;
   }
   const int32_t vocab = model_.hparams().n_vocab;
+  auto prefill = [&](int from, int to) {  // the decoder's positions [from, to), as a prompt
+    for (int begin = from; begin < to; begin += config_.max_batched_tokens) {
+      batch_.clear();
+      for (int p = begin; p < std::min(to, begin + config_.max_batched_tokens); ++p)
+        batch_.push_back({.token = p % vocab, .pos = p, .seq = &decoder, .want_logits = p + 1 == to});
+      backend_->forward(batch_);
+    }
+  };
   auto run = [&](int decode_pos, int prompt_tokens) {
     batch_.clear();
-    if (decode_pos >= 0)
-      batch_.push_back(
-          {.token = decode_pos % vocab, .pos = decode_pos, .seq = &decoder, .want_logits = true, .generated = true});
+    batch_.push_back(
+        {.token = decode_pos % vocab, .pos = decode_pos, .seq = &decoder, .want_logits = true, .generated = true});
     for (int p = 0; p < prompt_tokens; ++p)
       batch_.push_back({.token = p % vocab, .pos = p, .seq = &prompt, .want_logits = p + 1 == prompt_tokens});
     const auto start = Clock::now();
     backend_->forward(batch_);
     return std::chrono::duration<double>(Clock::now() - start).count();
   };
-  // The decoder's context, as a prompt: also pages the weights in.
-  batch_.clear();
-  for (int p = 0; p < context; ++p)
-    batch_.push_back({.token = p % vocab, .pos = p, .seq = &decoder, .want_logits = p + 1 == context});
-  backend_->forward(batch_);
-  double decode = run(context, 0);
-  for (int i = 0; i < 2; ++i) decode = std::min(decode, run(context, 0));
-  step_cost_.seed_decode(decode);
+  // The fastest of three decodes at a depth (also pages the weights in, with the prefill).
+  auto time_decode = [&](int pos) {
+    const double seconds = std::min({run(pos, 0), run(pos, 0), run(pos, 0)});
+    step_cost_.observe({.decode_tokens = 1, .decode_kv_rows = pos + 1}, seconds);
+  };
+  prefill(0, context);
+  time_decode(context);
+  int at = context;
+  if (deep > context) {
+    prefill(context, deep);
+    time_decode(deep);
+    at = deep;
+  }
   // The fastest of two runs of each chunk: one-token chunks are within the noise of one step.
   for (int chunk = 1; chunk <= chunk_max; chunk *= 2)
-    step_cost_.observe(1, chunk, std::min(run(context, chunk), run(context, chunk)));
+    step_cost_.observe({1, chunk, at + 1, prompt_kv_rows(0, chunk)}, std::min(run(at, chunk), run(at, chunk)));
   blocks_.release(decoder);  // never published: the prefix cache does not see these positions
   blocks_.release(prompt);
-  step_target_.target_seconds = step_target_seconds(config_.step_latency_target, step_cost_, 1);
-  step_target_.decode_step_seconds = step_cost_.decode_seconds(1);
+  step_target_.target_seconds = step_target_seconds(config_.step_latency_target, step_cost_, 1, context + 1);
+  step_target_.decode_step_seconds = step_cost_.decode_seconds(1, context + 1);
   // The largest chunk's: a one-token chunk's cost can be lost in one step's noise on a small model.
   step_target_.prefill_token_seconds = step_cost_.prefill_token_seconds(chunk_max);
+  step_target_.kv_row_seconds = step_cost_.kv_row_seconds();
   step_target_.attainable = step_target_.decode_step_seconds <= step_target_.target_seconds;
 }
 
@@ -285,7 +299,7 @@ StepPlan Engine::plan_batch(std::vector<Slice>& slices, uint64_t& preempted) {
     for (auto& r : running_)
       if (std::find(sitting_out.begin(), sitting_out.end(), r.get()) == sitting_out.end()) {
         seqs.push_back(r.get());
-        queue.push_back({static_cast<int>(r->tokens.size()) - r->n_computed, decoding(*r)});
+        queue.push_back({static_cast<int>(r->tokens.size()) - r->n_computed, decoding(*r), r->n_computed});
       }
     StepPlan plan = plan_step(queue, rules, step_cost_);
     bool replan = false;
@@ -335,15 +349,16 @@ uint64_t Engine::make_room(Sequence& seq, int positions) {
 }
 
 void Engine::account_step(const StepPlan& step, double seconds) {
-  const double predicted = step_cost_.predict(step.decode_tokens, step.prefill_tokens);
-  step_cost_.observe(step.decode_tokens, step.prefill_tokens, seconds);
+  const double predicted = step_cost_.predict(step.shape());
+  step_cost_.observe(step.shape(), seconds);
   StepTargetStats& t = step_target_;
   VIGIL_PROBE(step_budget, step.decode_tokens, step.prefill_tokens, step.prefill_budget,
               static_cast<uint64_t>(predicted * 1e9), static_cast<uint64_t>(seconds * 1e9),
               static_cast<uint64_t>(step.target_seconds * 1e9));
   if (step.target_seconds <= 0) return;  // off, or no decodes
   t.target_seconds = step.target_seconds;
-  t.decode_step_seconds = step_cost_.decode_seconds(step.decode_tokens);
+  t.decode_step_seconds = step_cost_.decode_seconds(step.decode_tokens, step.decode_kv_rows);
+  t.kv_row_seconds = step_cost_.kv_row_seconds();
   if (step.prefill_tokens > 0) t.prefill_token_seconds = step_cost_.prefill_token_seconds(step.prefill_tokens);
   t.attainable = t.decode_step_seconds <= t.target_seconds;
   ++t.steps;

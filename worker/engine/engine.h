@@ -74,6 +74,7 @@ struct StepTargetStats {
   double ceiling_seconds = 0;        // with a multiple: the most it may be; 0: uncapped
   double decode_step_seconds = 0;    // learned: a decode-only step of the latest step's decodes
   double prefill_token_seconds = 0;  // learned: one prompt token beside them, in the latest step's chunk
+  double kv_row_seconds = 0;         // learned: the attention's cost a cached K/V row
   bool attainable = true;            // a decode-only step fits the target
   uint64_t steps = 0;                // steps that held decodes, target on
   uint64_t steps_over = 0;           // ... that took longer than the target
@@ -142,8 +143,8 @@ class Engine {
   void encode_batch(const std::vector<Slice>& plan);  // plan -> batch_
   // The forward pass over batch_; false when it threw (the planned sequences then ended in kError).
   bool run_forward(const std::vector<Slice>& plan);
-  // Times a decode-only step, and prompt chunks of 1, 2, 4, ... 64 tokens beside one decode, to
-  // seed the step cost model.
+  // Times a decode-only step at two depths, and prompt chunks of 1, 2, 4, ... 64 tokens beside one
+  // decode, to seed the step cost model.
   void calibrate();
   // Learns from the step just run and accounts it against the latency target.
   void account_step(const StepPlan& step, double seconds);

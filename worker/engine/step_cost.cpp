@@ -1,5 +1,6 @@
-// StepCostModel: an exponentially weighted line for decode-only steps and an exponentially
-// weighted marginal cost per prompt token for each class of chunk sizes, learned from every step.
+// StepCostModel: an exponentially weighted plane for decode-only steps (decode tokens, K/V rows
+// read) and an exponentially weighted marginal cost per prompt token for each class of chunk
+// sizes, learned from every step.
 #include "engine/step_cost.h"
 
 #include <algorithm>
@@ -14,8 +15,18 @@ namespace {
 // average over ~10 of its class's steps is what the budget reads.
 constexpr double kDecodeKeep = 0.98;
 constexpr double kPrefillStep = 0.2;
+// Ridge terms of the plane, in squared decode tokens and squared K/V rows: with little spread in
+// batch sizes or contexts a slope is unknown, and stays near 0 (the mean cost) until steps of
+// other sizes or depths are seen.
+constexpr double kRidgeTokens = 1.0;
+constexpr double kRidgeRows = 32.0 * 32.0;
 
 }  // namespace
+
+int64_t prompt_kv_rows(int start, int tokens) {
+  const int64_t s = start, n = tokens;
+  return n * s + n * (n + 1) / 2;
+}
 
 int StepCostModel::chunk_class(int prefill_tokens) {
   const auto& starts = kChunkClassStart;
@@ -23,43 +34,73 @@ int StepCostModel::chunk_class(int prefill_tokens) {
   return static_cast<int>(above - starts.begin()) - 1;
 }
 
-void StepCostModel::seed_decode(double decode_seconds) {
-  w_ = 1;
-  sx_ = 1;
-  sy_ = decode_seconds;
-  sxx_ = 1;
-  sxy_ = decode_seconds;
-}
-
-void StepCostModel::observe(int decode_tokens, int prefill_tokens, double seconds) {
-  if (prefill_tokens == 0) {
-    if (decode_tokens == 0) return;
-    const double x = decode_tokens;
+void StepCostModel::observe(const StepShape& step, double seconds) {
+  if (step.prefill_tokens == 0) {
+    if (step.decode_tokens == 0) return;
+    const double x = step.decode_tokens, r = static_cast<double>(step.decode_kv_rows);
     w_ = w_ * kDecodeKeep + 1;
     sx_ = sx_ * kDecodeKeep + x;
+    sr_ = sr_ * kDecodeKeep + r;
     sy_ = sy_ * kDecodeKeep + seconds;
     sxx_ = sxx_ * kDecodeKeep + x * x;
+    srr_ = srr_ * kDecodeKeep + r * r;
+    sxr_ = sxr_ * kDecodeKeep + x * r;
     sxy_ = sxy_ * kDecodeKeep + x * seconds;
+    sry_ = sry_ * kDecodeKeep + r * seconds;
     return;
   }
-  if (w_ == 0) return;  // no decode line to subtract yet
+  if (w_ == 0) return;  // no decode plane to subtract yet
   // The step without its prompt tokens costs what a decode step of its decodes (at least one:
-  // the step's fixed part, reading every weight once) costs.
-  const double per_token = std::max(0.0, (seconds - decode_seconds(std::max(1, decode_tokens))) / prefill_tokens);
-  const auto c = static_cast<size_t>(chunk_class(prefill_tokens));
+  // the step's fixed part, reading every weight once) costs; the prompt's K/V reads are priced by
+  // the plane's cost a row.
+  const double others = decode_seconds(std::max(1, step.decode_tokens), step.decode_kv_rows) +
+                        kv_row_seconds() * static_cast<double>(step.prefill_kv_rows);
+  const double per_token = std::max(0.0, (seconds - others) / step.prefill_tokens);
+  const auto c = static_cast<size_t>(chunk_class(step.prefill_tokens));
   prefill_token_[c] = learned_[c] ? prefill_token_[c] + kPrefillStep * (per_token - prefill_token_[c]) : per_token;
   learned_[c] = true;
 }
 
-double StepCostModel::decode_seconds(int decode_tokens) const {
+namespace {
+
+// The ridge least-squares plane y = mean_y + b (x - mean_x) + c (r - mean_r), b and c >= 0.
+struct Plane {
+  double mean_x = 0, mean_r = 0, mean_y = 0, b = 0, c = 0;
+};
+
+Plane fit(double w, double sx, double sr, double sy, double sxx, double srr, double sxr, double sxy, double sry) {
+  Plane p{sx / w, sr / w, sy / w, 0, 0};
+  const double vxx = sxx / w - p.mean_x * p.mean_x + kRidgeTokens;
+  const double vrr = srr / w - p.mean_r * p.mean_r + kRidgeRows;
+  const double vxr = sxr / w - p.mean_x * p.mean_r;
+  const double cxy = sxy / w - p.mean_x * p.mean_y;
+  const double cry = sry / w - p.mean_r * p.mean_y;
+  const double det = vxx * vrr - vxr * vxr;
+  if (det > 0) {
+    p.b = (cxy * vrr - cry * vxr) / det;
+    p.c = (vxx * cry - vxr * cxy) / det;
+  }
+  // A negative slope is noise (more work never costs less): refit the other one alone.
+  if (p.b < 0 || !(det > 0)) {
+    p.b = 0;
+    p.c = std::max(0.0, cry / vrr);
+  } else if (p.c < 0) {
+    p.c = 0;
+    p.b = std::max(0.0, cxy / vxx);
+  }
+  return p;
+}
+
+}  // namespace
+
+double StepCostModel::decode_seconds(int decode_tokens, int64_t kv_rows) const {
   if (w_ == 0) return 0;
-  const double mean_x = sx_ / w_, mean_y = sy_ / w_;
-  // With little spread in batch sizes the slope is unknown: the ridge term keeps it near 0 (the
-  // mean cost) until steps of other sizes are seen.
-  const double var_x = sxx_ / w_ - mean_x * mean_x;
-  const double cov_xy = sxy_ / w_ - mean_x * mean_y;
-  const double slope = std::max(0.0, cov_xy / (var_x + 1.0));
-  return std::max(0.0, mean_y + slope * (decode_tokens - mean_x));
+  const Plane p = fit(w_, sx_, sr_, sy_, sxx_, srr_, sxr_, sxy_, sry_);
+  return std::max(0.0, p.mean_y + p.b * (decode_tokens - p.mean_x) + p.c * (static_cast<double>(kv_rows) - p.mean_r));
+}
+
+double StepCostModel::kv_row_seconds() const {
+  return w_ == 0 ? 0 : fit(w_, sx_, sr_, sy_, sxx_, srr_, sxr_, sxy_, sry_).c;
 }
 
 double StepCostModel::prefill_token_seconds(int prefill_tokens) const {
@@ -71,23 +112,36 @@ double StepCostModel::prefill_token_seconds(int prefill_tokens) const {
   return 0;
 }
 
-int StepCostModel::prefill_budget(int decode_tokens, double target_seconds, int max_tokens) const {
+double StepCostModel::prefill_price(int prefill_tokens) const {
+  const size_t c = static_cast<size_t>(chunk_class(prefill_tokens));
+  const int lo = kChunkClassStart[c];
+  double price = prefill_token_seconds(lo);
+  if (c + 1 < kChunkClassStart.size() && kChunkClassStart[c + 1] - 1 > lo)
+    price = std::max(price, prefill_token_seconds(kChunkClassStart[c + 1]));
+  return price;
+}
+
+double StepCostModel::predict(const StepShape& step) const {
+  const double prompt = step.prefill_tokens > 0 ? step.prefill_tokens * prefill_token_seconds(step.prefill_tokens) +
+                                                       kv_row_seconds() * static_cast<double>(step.prefill_kv_rows)
+                                                 : 0.0;
+  return decode_seconds(step.decode_tokens, step.decode_kv_rows) + prompt;
+}
+
+int StepCostModel::prompt_fit(double room, int tokens_before, int64_t rows_before, int start, int max_tokens) const {
   if (std::none_of(learned_.begin(), learned_.end(), [](bool b) { return b; })) return max_tokens;
-  const double room = target_seconds - decode_seconds(decode_tokens);
   if (room <= 0) return 0;
-  // A class's chunks are priced at the dearer of its own rate and the next class's, which bounds
-  // the rate anywhere inside it whether cost a token falls or rises with the chunk's size; the
-  // largest chunk of each class that fits is then room / price (a chunk that fits exactly is not
-  // lost to rounding), the answer the largest over them.
+  // A chunk that fits exactly is not lost to rounding.
+  const double limit = room * (1 + 1e-9) + 1e-12;
+  double cheapest = prefill_token_seconds(kChunkClassStart[0]);
+  for (int lo : kChunkClassStart) cheapest = std::min(cheapest, prefill_token_seconds(lo));
+  const double per_row = kv_row_seconds();
   int best = 0;
-  const size_t n = kChunkClassStart.size();
-  for (size_t c = 0; c < n && kChunkClassStart[c] <= max_tokens; ++c) {
-    const int lo = kChunkClassStart[c];
-    const int hi = c + 1 < n ? std::min(max_tokens, kChunkClassStart[c + 1] - 1) : max_tokens;
-    double cost = prefill_token_seconds(lo);
-    if (hi > lo && c + 1 < n) cost = std::max(cost, prefill_token_seconds(kChunkClassStart[c + 1]));
-    const int fits = cost > 0 ? static_cast<int>(std::min<double>(hi, std::floor(room / cost + 1e-9))) : hi;
-    if (fits >= lo) best = std::max(best, fits);
+  for (int n = 1; n <= max_tokens; ++n) {
+    const int p = tokens_before + n;
+    if (p * cheapest > limit) break;  // no class is cheap enough for this many
+    const double cost = p * prefill_price(p) + per_row * static_cast<double>(rows_before + prompt_kv_rows(start, n));
+    if (cost <= limit) best = n;
   }
   return best;
 }

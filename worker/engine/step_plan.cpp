@@ -5,10 +5,11 @@
 
 namespace vigil {
 
-double step_target_seconds(const StepLatencyTarget& target, const StepCostModel& cost, int decode_tokens) {
+double step_target_seconds(const StepLatencyTarget& target, const StepCostModel& cost, int decode_tokens,
+                           int64_t kv_rows) {
   if (target.fixed.count() > 0) return std::chrono::duration<double>(target.fixed).count();
   if (target.decode_multiple <= 0) return 0;
-  const double seconds = target.decode_multiple * cost.decode_seconds(std::max(1, decode_tokens));
+  const double seconds = target.decode_multiple * cost.decode_seconds(std::max(1, decode_tokens), kv_rows);
   if (target.ceiling.count() <= 0) return seconds;
   return std::min(seconds, std::chrono::duration<double>(target.ceiling).count());
 }
@@ -17,31 +18,45 @@ StepPlan plan_step(std::span<const PlanCandidate> queue, const StepRules& rules,
   StepPlan plan;
   plan.tokens.assign(queue.size(), 0);
   int budget = rules.max_tokens;
-  for (size_t i = 0; i < queue.size() && budget > 0; ++i)
-    if (queue[i].decoding) {
-      plan.tokens[i] = 1;
-      --budget;
-      ++plan.decode_tokens;
-    }
-  if (plan.decode_tokens > 0 && rules.target.on()) {
+  int64_t batch_rows = 0;  // the whole batch decoding at the end of what each holds now
+  for (size_t i = 0; i < queue.size(); ++i) {
+    batch_rows += queue[i].position + queue[i].pending;
+    if (!queue[i].decoding || budget == 0) continue;
+    plan.tokens[i] = 1;
+    --budget;
+    ++plan.decode_tokens;
+    plan.decode_kv_rows += queue[i].position + 1;
+  }
+  const auto chunk_cap = [&](const PlanCandidate& c, int left) {
+    const int n = std::min(c.pending, left);
+    return rules.max_prefill_chunk > 0 ? std::min(n, rules.max_prefill_chunk) : n;
+  };
+  const bool timed = plan.decode_tokens > 0 && rules.target.on();
+  double room = 0;
+  if (timed) {
     // The decode step the streams will see is that of the whole running batch: the sequences
     // still in prefill decode beside them within a few steps. A target tied to the decodes of the
     // moment shrinks when the batch fills with prompts, and the smaller steps it allows pay the
     // step's fixed cost (every weight read once) more often: the prefill rate falls, more of the
     // batch waits in prefill, the target shrinks again.
     const int batch = std::max(plan.decode_tokens, static_cast<int>(queue.size()));
-    plan.target_seconds = step_target_seconds(rules.target, cost, batch);
-    budget = std::max(std::min(budget, 1), cost.prefill_budget(plan.decode_tokens, plan.target_seconds, budget));
+    plan.target_seconds = step_target_seconds(rules.target, cost, batch, batch_rows);
+    room = plan.target_seconds - cost.decode_seconds(plan.decode_tokens, plan.decode_kv_rows);
   }
-  plan.prefill_budget = budget;
+  const auto first_prompt = std::find_if(queue.begin(), queue.end(), [](const PlanCandidate& c) { return !c.decoding; });
+  plan.prefill_budget =
+      timed ? cost.prompt_fit(room, 0, 0, first_prompt == queue.end() ? 0 : first_prompt->position, budget) : budget;
   for (size_t i = 0; i < queue.size() && budget > 0; ++i) {
     if (queue[i].decoding) continue;
-    int n = std::min(queue[i].pending, budget);
-    if (rules.max_prefill_chunk > 0) n = std::min(n, rules.max_prefill_chunk);
+    const int most = chunk_cap(queue[i], budget);
+    int n = timed ? cost.prompt_fit(room, plan.prefill_tokens, plan.prefill_kv_rows, queue[i].position, most) : most;
+    if (timed && plan.prefill_tokens == 0) n = std::max(n, std::min(most, 1));  // prompts always advance
     plan.tokens[i] = n;
     budget -= n;
     plan.prefill_tokens += n;
+    plan.prefill_kv_rows += prompt_kv_rows(queue[i].position, n);
   }
+  plan.prefill_budget = std::max(plan.prefill_budget, plan.prefill_tokens);
   return plan;
 }
 

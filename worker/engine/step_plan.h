@@ -46,13 +46,16 @@ inline StepLatencyTarget StepLatencyTarget::duration(std::chrono::milliseconds d
   return t;
 }
 
-// How long a step beside `decode_tokens` decodes may take under `target`, by the cost model; 0: off.
-double step_target_seconds(const StepLatencyTarget& target, const StepCostModel& cost, int decode_tokens);
+// How long a step may take under `target` when the batch it is a multiple of decodes
+// `decode_tokens` tokens reading `kv_rows` K/V rows, by the cost model; 0: off.
+double step_target_seconds(const StepLatencyTarget& target, const StepCostModel& cost, int decode_tokens,
+                           int64_t kv_rows);
 
 // One running sequence as the planner sees it, in policy order.
 struct PlanCandidate {
   int pending = 0;        // positions not yet computed (a decoding sequence: 1)
   bool decoding = false;  // its next position computes a generated token
+  int position = 0;       // its next position (positions before it are cached)
 };
 
 struct StepRules {
@@ -65,18 +68,23 @@ struct StepPlan {
   std::vector<int> tokens;   // per candidate: the positions this step computes; 0: not in it
   int decode_tokens = 0;
   int prefill_tokens = 0;
-  int prefill_budget = 0;      // the most prompt tokens the step could take
+  int64_t decode_kv_rows = 0;   // K/V rows the step's decodes read
+  int64_t prefill_kv_rows = 0;  // ... and its prompt tokens
+  StepShape shape() const { return {decode_tokens, prefill_tokens, decode_kv_rows, prefill_kv_rows}; }
+  int prefill_budget = 0;      // the most prompt tokens the step could take (at the first prompt's positions)
   double target_seconds = 0;   // the latency target it was planned for; 0: off, or no decodes
 };
 
 // The rules, in order:
 //  1. every decoding sequence gets its one token, in policy order, while max_tokens lasts;
-//  2. with decodes in the step and the target on, prompt tokens get what the cost model predicts
-//     fits the target beside them (at least one: prompts always advance), a multiple applying to
-//     the decode step of the whole running batch (queue.size() decodes); without decodes, or with
-//     the target off, everything max_tokens leaves;
-//  3. prompts take that budget in policy order, each up to max_prefill_chunk, until it is spent
-//     or no prompt is left: never a step short of its budget while a prompt waits.
+//  2. with decodes in the step and the target on, prompts get, in policy order, what the cost model
+//     predicts fits the target beside them, each priced at its own positions (a chunk deep in a
+//     long prompt reads more K/V rows), at least one token (prompts always advance); a multiple
+//     applies to the decode step of the whole running batch (every sequence decoding at the end of
+//     what it holds now); without decodes, or with the target off, prompts take, in policy order,
+//     everything max_tokens leaves;
+//  3. each prompt takes at most max_prefill_chunk; what one cannot use goes to the next: never a
+//     step short of its budget while a prompt waits.
 StepPlan plan_step(std::span<const PlanCandidate> queue, const StepRules& rules, const StepCostModel& cost);
 
 }  // namespace vigil

@@ -27,9 +27,9 @@ struct Costs {
 void run_steps(StepCostModel& m, const Costs& c, int rounds) {
   for (int r = 0; r < rounds; ++r)
     for (int d = 1; d <= 16; ++d) {
-      m.observe(d, 0, c.step(d, 0));
+      m.observe({d, 0}, c.step(d, 0));
       const int chunk = StepCostModel::kChunkClassStart[static_cast<size_t>(d) % StepCostModel::kChunkClassStart.size()];
-      m.observe(d, chunk, c.step(d, chunk));
+      m.observe({d, chunk}, c.step(d, chunk));
     }
 }
 
@@ -55,28 +55,28 @@ TEST(StepCostModel, ChunkClassesAreBoundedByPowersOfTwo) {
 
 TEST(StepCostModel, LearnsTheDecodeLineAndThePromptTokenCostOfEachChunkSize) {
   StepCostModel m;
-  m.seed_decode(kCpu.step(1, 0));
+  m.observe({1, 0}, kCpu.step(1, 0));
   run_steps(m, kCpu, 10);
-  EXPECT_NEAR(m.decode_seconds(8), kCpu.step(8, 0), 1e-4);
-  EXPECT_NEAR(m.decode_seconds(1), kCpu.step(1, 0), 2e-4);
+  EXPECT_NEAR(m.decode_seconds(8, 0), kCpu.step(8, 0), 1e-4);
+  EXPECT_NEAR(m.decode_seconds(1, 0), kCpu.step(1, 0), 2e-4);
   // A one-token chunk costs 2.2 ms, a token of a 64-token chunk 0.23 ms.
   EXPECT_NEAR(m.prefill_token_seconds(1), 0.0022, 2e-4);
   EXPECT_NEAR(m.prefill_token_seconds(2), 0.0012, 1e-4);
   EXPECT_NEAR(m.prefill_token_seconds(64), 0.002 / 64 + 0.0002, 2e-5);
   EXPECT_GT(m.prefill_token_seconds(1), m.prefill_token_seconds(8));
   EXPECT_GT(m.prefill_token_seconds(8), m.prefill_token_seconds(128));
-  EXPECT_NEAR(m.predict(4, 1), kCpu.step(4, 1), 3e-4);
-  EXPECT_NEAR(m.predict(4, 64), kCpu.step(4, 64), 5e-4);
+  EXPECT_NEAR(m.predict({4, 1}), kCpu.step(4, 1), 3e-4);
+  EXPECT_NEAR(m.predict({4, 64}), kCpu.step(4, 64), 5e-4);
 }
 
 // Targets leaving `from` (room for a one-token chunk) to 30 ms beside four decodes.
 void expect_budgets_fit(const Costs& c, double from) {
   StepCostModel m;
-  m.seed_decode(c.step(1, 0));
+  m.observe({1, 0}, c.step(1, 0));
   run_steps(m, c, 10);
   for (double room = from; room <= 0.030; room += 0.0005) {
     const double target = c.step(4, 0) + room;
-    const int budget = m.prefill_budget(4, target, 256);
+    const int budget = m.prompt_fit(target - m.decode_seconds(4, 0), 0, 0, 0, 256);
     const int best = true_budget(c, 4, target, 256);
     ASSERT_GE(budget, 1) << "room " << room;
     // A chunk is priced at the dearer rate of its class and the next, so it may fall short of the
@@ -95,20 +95,20 @@ TEST(StepCostModel, TheChunkItAllowsFitsTheTargetDownToSingleTokens) {
 
 TEST(StepCostModel, TheChunkItAllowsStaysWithinItsLimits) {
   StepCostModel m;
-  m.seed_decode(kCpu.step(1, 0));
+  m.observe({1, 0}, kCpu.step(1, 0));
   run_steps(m, kCpu, 10);
-  EXPECT_EQ(m.prefill_budget(4, 1.0, 256), 256);  // capped by the step's token budget
-  EXPECT_EQ(m.prefill_budget(16, 0.010, 256), 0);  // 13 ms of decodes alone: nothing fits
-  EXPECT_EQ(m.prefill_budget(4, kCpu.step(4, 0) + 0.0021, 256), 0);  // less than a one-token chunk
+  EXPECT_EQ(m.prompt_fit(1.0 - m.decode_seconds(4, 0), 0, 0, 0, 256), 256);  // capped by the step's token budget
+  EXPECT_EQ(m.prompt_fit(0.010 - m.decode_seconds(16, 0), 0, 0, 0, 256), 0);  // 13 ms of decodes alone: nothing fits
+  EXPECT_EQ(m.prompt_fit(kCpu.step(4, 0) + 0.0021 - m.decode_seconds(4, 0), 0, 0, 0, 256), 0);  // less than a one-token chunk
 }
 
 TEST(StepCostModel, AnUnseenChunkSizeBorrowsTheNearestLearnedOne) {
   StepCostModel m;
-  m.seed_decode(0.010);
-  m.observe(1, 16, 0.010 + 16 * 0.001);
+  m.observe({1, 0}, 0.010);
+  m.observe({1, 16}, 0.010 + 16 * 0.001);
   EXPECT_NEAR(m.prefill_token_seconds(1), 0.001, 1e-9);    // only class 16-31 known
   EXPECT_NEAR(m.prefill_token_seconds(500), 0.001, 1e-9);
-  m.observe(1, 1, 0.010 + 0.004);
+  m.observe({1, 1}, 0.010 + 0.004);
   EXPECT_NEAR(m.prefill_token_seconds(2), 0.004, 1e-9);    // 1 and 16-31 known: 1 is nearer
   EXPECT_NEAR(m.prefill_token_seconds(4), 0.004, 1e-9);    // two classes each way: the smaller
   EXPECT_NEAR(m.prefill_token_seconds(8), 0.001, 1e-9);
@@ -117,21 +117,53 @@ TEST(StepCostModel, AnUnseenChunkSizeBorrowsTheNearestLearnedOne) {
 TEST(StepCostModel, FollowsTheMachineWhenItSlowsDown) {
   StepCostModel m;
   const Costs slow{0.010, 0.001, 0.004, 0.0004};
-  m.seed_decode(kCpu.step(1, 0));
+  m.observe({1, 0}, kCpu.step(1, 0));
   run_steps(m, kCpu, 10);
   run_steps(m, slow, 10);  // 320 steps at the new speed
-  EXPECT_NEAR(m.decode_seconds(8), slow.step(8, 0), 5e-4);
+  EXPECT_NEAR(m.decode_seconds(8, 0), slow.step(8, 0), 5e-4);
   // A one-token chunk's cost is a small difference of two step times, so the decode line's ridge
   // bias (~0.3 ms at 16 decodes here) lands on it whole: 4.4 ms is learned within 30 %, up from 2.2.
   EXPECT_NEAR(m.prefill_token_seconds(1), slow.per_chunk + slow.per_prompt, 1.3e-3);
   EXPECT_NEAR(m.prefill_token_seconds(64), slow.per_chunk / 64 + slow.per_prompt, 4e-5);
 }
 
+// Sixteen streams 600 positions deep beside 4-token prompt chunks: their attention (9,600 cached
+// rows at 2 us: 19 ms) is most of the step. Decode-only steps at several depths teach the plane its
+// cost a row, so a prompt token is learned at its own 1 ms. A model that cannot see K/V rows (all
+// of them 0 here, as before #43) learns the same decode-only steps as one mean and charges the
+// deep decodes' excess to the four prompt tokens: ~3x their cost, and a budget a third of the true one.
+TEST(StepCostModel, DeepDecodesAttentionIsNotChargedToThePromptTokensBesideThem) {
+  const auto step = [](int d, int64_t rows, int p, int64_t prompt_rows) {
+    return 0.005 + 0.0002 * d + 2e-6 * static_cast<double>(rows + prompt_rows) + 0.001 * p;
+  };
+  StepCostModel m, blind;
+  for (int round = 0; round < 40; ++round)
+    for (int ctx : {64, 300, 600}) {
+      const int d = 1 + (round + ctx) % 16;
+      m.observe({d, 0, int64_t{d} * ctx, 0}, step(d, int64_t{d} * ctx, 0, 0));
+      blind.observe({d, 0}, step(d, int64_t{d} * ctx, 0, 0));
+      const int64_t prompt_rows = prompt_kv_rows(100, 4);
+      m.observe({16, 4, 16 * 600, prompt_rows}, step(16, 16 * 600, 4, prompt_rows));
+      blind.observe({16, 4}, step(16, 16 * 600, 4, prompt_rows));
+    }
+  EXPECT_NEAR(m.kv_row_seconds(), 2e-6, 2e-7);
+  EXPECT_NEAR(m.prefill_token_seconds(4), 0.001, 1e-4);
+  EXPECT_NEAR(m.predict({16, 4, 16 * 600, prompt_kv_rows(100, 4)}), step(16, 16 * 600, 4, prompt_kv_rows(100, 4)), 5e-4);
+  EXPECT_GT(blind.prefill_token_seconds(4), 0.003);
+  // Room for 40 ms beside the 16 deep decodes: 32 prompt tokens at position 100 (1.2 ms each with
+  // their own K/V reads), against the blind model's dozen.
+  const double room = 0.040;
+  const int fit = m.prompt_fit(room, 0, 0, 100, 256);
+  EXPECT_LE(0.001 * fit + 2e-6 * static_cast<double>(prompt_kv_rows(100, fit)), room + 1e-3);
+  EXPECT_GE(fit, 31);
+  EXPECT_LT(blind.prompt_fit(room, 0, 0, 100, 256), 15);
+}
+
 TEST(StepCostModel, WithoutCalibrationItAllowsTheWholeBudget) {
   StepCostModel m;
-  EXPECT_EQ(m.prefill_budget(4, 0.020, 256), 256);
-  m.seed_decode(0.005);
-  EXPECT_EQ(m.prefill_budget(4, 0.020, 256), 256);  // a decode line, no chunk cost yet
+  EXPECT_EQ(m.prompt_fit(0.020 - m.decode_seconds(4, 0), 0, 0, 0, 256), 256);
+  m.observe({1, 0}, 0.005);
+  EXPECT_EQ(m.prompt_fit(0.020 - m.decode_seconds(4, 0), 0, 0, 0, 256), 256);  // a decode line, no chunk cost yet
 }
 
 }  // namespace

@@ -19,9 +19,8 @@ constexpr double kMs = 1e-3;
 // prompt chunks of every size class at `token_ms` a token beside one decode.
 StepCostModel learned(double decode_ms, double token_ms) {
   StepCostModel m;
-  m.seed_decode(decode_ms * kMs);
-  for (int i = 0; i < 50; ++i) m.observe(1 + i % 8, 0, decode_ms * kMs);
-  for (int chunk : StepCostModel::kChunkClassStart) m.observe(1, chunk, (decode_ms + chunk * token_ms) * kMs);
+  for (int i = 0; i < 50; ++i) m.observe({1 + i % 8, 0}, decode_ms * kMs);
+  for (int chunk : StepCostModel::kChunkClassStart) m.observe({1, chunk}, (decode_ms + chunk * token_ms) * kMs);
   return m;
 }
 
@@ -49,7 +48,7 @@ TEST(StepPlan, TheAutoTargetSizesPromptsToFiveDecodeSteps) {
   EXPECT_NEAR(p.target_seconds, 50 * kMs, 1e-9);
   EXPECT_EQ(p.prefill_budget, 40);
   EXPECT_EQ(p.tokens, (std::vector<int>{1, 1, 1, 30, 10}));
-  EXPECT_NEAR(cost.predict(p.decode_tokens, p.prefill_tokens), p.target_seconds, 1e-9);
+  EXPECT_NEAR(cost.predict(p.shape()), p.target_seconds, 1e-9);
 }
 
 TEST(StepPlan, TheTargetIsFiveDecodeStepsOfTheWholeRunningBatch) {
@@ -57,18 +56,40 @@ TEST(StepPlan, TheTargetIsFiveDecodeStepsOfTheWholeRunningBatch) {
   // the streams will soon step with eight decodes, so the target is five of those steps, not of
   // two; the prompt gets what that leaves beside the two decodes of this step.
   StepCostModel cost;
-  cost.seed_decode(6 * kMs);
-  for (int i = 0; i < 400; ++i) cost.observe(1 + i % 16, 0, (5 + 1 + i % 16) * kMs);
-  for (int chunk : StepCostModel::kChunkClassStart) cost.observe(1, chunk, cost.decode_seconds(1) + chunk * kMs);
-  EXPECT_NEAR(cost.decode_seconds(8), 13 * kMs, 0.5 * kMs);
+  for (int i = 0; i < 400; ++i) cost.observe({1 + i % 16, 0}, (5 + 1 + i % 16) * kMs);
+  for (int chunk : StepCostModel::kChunkClassStart) cost.observe({1, chunk}, cost.decode_seconds(1, 0) + chunk * kMs);
+  EXPECT_NEAR(cost.decode_seconds(8, 0), 13 * kMs, 0.5 * kMs);
   std::vector<PlanCandidate> q{decode(), decode()};
   for (int i = 0; i < 6; ++i) q.push_back(prompt(300));
   const StepPlan p = plan_step(q, {.max_tokens = 256, .max_prefill_chunk = 0, .target = StepLatencyTarget::automatic()}, cost);
-  EXPECT_DOUBLE_EQ(p.target_seconds, 5 * cost.decode_seconds(8));
-  const int expected = static_cast<int>((p.target_seconds - cost.decode_seconds(2)) / kMs + 1e-9);
+  EXPECT_DOUBLE_EQ(p.target_seconds, 5 * cost.decode_seconds(8, 0));
+  const int expected = static_cast<int>((p.target_seconds - cost.decode_seconds(2, 0)) / kMs + 1e-9);
   EXPECT_EQ(p.prefill_budget, expected);
   EXPECT_GT(p.prefill_budget, 50);  // five two-decode steps (~35 ms) would leave ~28 tokens
   EXPECT_EQ(p.prefill_tokens, p.prefill_budget);
+}
+
+TEST(StepPlan, ChunksArePricedAtTheirOwnPositions) {
+  // Decodes 10 ms, a prompt token 1 ms, a cached K/V row 2 us (taught by decode-only steps at two
+  // depths). Beside one decode at position 10 (40 ms of room under 50 ms), a prompt at its start
+  // fits 38 tokens; one 1,000 positions deep reads ~1,000 rows a token, 2 ms more each: 13. When
+  // the deep one has only 5 tokens left, the next prompt in line gets the rest of the room.
+  StepCostModel cost;
+  for (int i = 0; i < 50; ++i)
+    for (int rows : {11, 1011}) cost.observe({1, 0, rows, 0}, (10 + 0.002 * rows) * kMs);
+  for (int chunk : StepCostModel::kChunkClassStart)
+    cost.observe({1, chunk, 11, 0}, cost.decode_seconds(1, 11) + chunk * kMs);
+  EXPECT_NEAR(cost.kv_row_seconds(), 2e-6, 1e-7);
+  const StepRules rules{.max_tokens = 256, .max_prefill_chunk = 0,
+                        .target = StepLatencyTarget::duration(std::chrono::milliseconds(50))};
+  const StepPlan shallow = plan_step(std::vector<PlanCandidate>{{1, true, 10}, {300, false, 0}}, rules, cost);
+  const StepPlan deep = plan_step(std::vector<PlanCandidate>{{1, true, 10}, {300, false, 1000}}, rules, cost);
+  const StepPlan rest = plan_step(std::vector<PlanCandidate>{{1, true, 10}, {5, false, 1000}, {300, false, 0}}, rules, cost);
+  EXPECT_EQ(shallow.tokens[1], 38);
+  EXPECT_EQ(deep.tokens[1], 13);
+  EXPECT_EQ(rest.tokens[1], 5);
+  EXPECT_EQ(rest.tokens[2], 24);
+  for (const StepPlan* p : {&shallow, &deep, &rest}) EXPECT_LE(cost.predict(p->shape()), 0.050 + 1e-9);
 }
 
 TEST(StepPlan, TheAutoTargetIsNeverMoreThan100Ms) {
@@ -123,8 +144,8 @@ TEST(StepPlan, TheBudgetFollowsTheMachineWhenItSlowsDown) {
   const StepRules rules{.max_tokens = 256, .max_prefill_chunk = 0, .target = StepLatencyTarget::automatic()};
   EXPECT_EQ(plan_step(q, rules, cost).prefill_budget, 40);
   for (int i = 0; i < 300; ++i) {
-    cost.observe(2, 0, 20 * kMs);
-    for (int chunk : StepCostModel::kChunkClassStart) cost.observe(2, chunk, (20 + 2.0 * chunk) * kMs);
+    cost.observe({2, 0}, 20 * kMs);
+    for (int chunk : StepCostModel::kChunkClassStart) cost.observe({2, chunk}, (20 + 2.0 * chunk) * kMs);
   }
   const StepPlan slow = plan_step(q, rules, cost);
   EXPECT_NEAR(slow.target_seconds, 100 * kMs, 1 * kMs);

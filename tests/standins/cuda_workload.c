@@ -18,6 +18,10 @@
  *                              the totals as JSON; after the next line frees them all and prints
  *                              the frees; exits after a third (one process filling the agent's
  *                              table of live allocations)
+ *   cuda_workload nodevice     after a stdin line, one call of each probed family on a machine
+ *                              without a GPU (the real driver's cuInit fails with
+ *                              CUDA_ERROR_NO_DEVICE, every later call with what the driver
+ *                              returns then); prints the calls and results as JSON
  *   cuda_workload restart      after a stdin line, 10 cuMemAlloc_v2 of 1 MiB; prints the totals
  *                              as JSON; after the next line frees 5 of them and allocates 3 of
  *                              2 MiB, prints the totals again; exits after a third (an agent
@@ -252,6 +256,51 @@ static int threads(int nthreads, long iterations)
 	return 0;
 }
 
+/* Every probed family once (allocations twice, one of them beyond any device), on the driver as
+ * it stands: without a GPU each returns the driver's own error. Arguments the driver must reject
+ * anyway (NULL graphs, stream 0, handle 0) keep the calls harmless should one be made with a GPU. */
+static int nodevice(void)
+{
+	CUdeviceptr p = 0, va = 0;
+	CUmemGenericAllocationHandle h = 0;
+	CUmemAllocationProp prop;
+	CUgraph graph = NULL;
+	CUgraphExec exec = NULL;
+	CUgraphExecUpdateResultInfo info;
+	size_t pitch = 0;
+	CUresult init;
+
+	printf("ready pid=%d\n", getpid());
+	fflush(stdout);
+	wait_line();
+	init = cuInit(0);
+	record("cuMemAlloc_v2", cuMemAlloc(&p, 4096), 1);
+	record("cuMemAlloc_v2", cuMemAlloc(&p, BEYOND_ANY_DEVICE), 1);
+	record("cuMemAllocPitch_v2", cuMemAllocPitch(&p, &pitch, 1000, 64, 4), 1);
+	record("cuMemAllocAsync", cuMemAllocAsync(&p, 8192, NULL), 1);
+	record("cuMemAllocManaged", cuMemAllocManaged(&p, 1u << 20, CU_MEM_ATTACH_GLOBAL), 1);
+	record("cuMemFree_v2", cuMemFree(0), 0);
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	record("cuMemAddressReserve", cuMemAddressReserve(&va, 2u << 20, 0, 0, 0), 0);
+	record("cuMemCreate", cuMemCreate(&h, 2u << 20, &prop, 0), 1);
+	record("cuMemMap", cuMemMap(va, 2u << 20, 0, h, 0), 0);
+	record("cuStreamBeginCapture_v2", cuStreamBeginCapture(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL), 0);
+	record("cuStreamEndCapture", cuStreamEndCapture(NULL, &graph), 0);
+	record("cuGraphInstantiateWithFlags", cuGraphInstantiateWithFlags(&exec, NULL, 0), 0);
+	record("cuGraphLaunch", cuGraphLaunch(NULL, NULL), 0);
+	record("cuGraphExecUpdate_v2", cuGraphExecUpdate(NULL, NULL, &info), 0);
+	printf("{\"pid\": %d, \"cuInit\": \"%s\", ", getpid(), init ? result_name(init) : "CUDA_SUCCESS");
+	print_counters("calls", calls);
+	printf(", ");
+	print_counters("errors", errors);
+	printf("}\n");
+	fflush(stdout);
+	wait_line();
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	CUdeviceptr small[30], big[8], p, async_p, va;
@@ -275,6 +324,8 @@ int main(int argc, char **argv)
 		return hold(atol(argv[2]));
 	if (argc == 2 && !strcmp(argv[1], "restart"))
 		return restart();
+	if (argc == 2 && !strcmp(argv[1], "nodevice"))
+		return nodevice();
 	if (argc == 4 && !strcmp(argv[1], "threads"))
 		return threads(atoi(argv[2]), atol(argv[3]));
 	if (argc != 1)

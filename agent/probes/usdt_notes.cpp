@@ -7,8 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <vector>
+
+#include "probes/usdt_args.h"
 
 namespace vigil::agent {
 namespace {
@@ -51,12 +55,19 @@ UsdtNotes parse_notes(const std::vector<char>& d) {
                          std::memcmp(d.data() + at, kStapsdtOwner, sizeof kStapsdtOwner) == 0;
     if (stapsdt) {
       if (h.n_descsz < kAddresses) return refuse("stapsdt note without its addresses");
+      UsdtNote note;
+      uint64_t addresses[3];
+      std::memcpy(addresses, d.data() + desc_at, sizeof addresses);
+      note.location = addresses[0];
+      note.semaphore = addresses[2];
       size_t s = desc_at + kAddresses;
-      std::string provider, name, args;
+      std::string provider, name;
       if (!take_string(d, &s, desc_end, &provider) || !take_string(d, &s, desc_end, &name) ||
-          !take_string(d, &s, desc_end, &args))
+          !take_string(d, &s, desc_end, &note.args))
         return refuse("stapsdt note whose strings do not end inside it");
-      ++out.sites[provider + ":" + name];
+      note.probe = provider + ":" + name;
+      ++out.sites[note.probe];
+      out.notes.push_back(std::move(note));
     }
     at = std::min<uint64_t>(align4(desc_end), d.size());
   }
@@ -121,6 +132,16 @@ UsdtSites usdt_sites(const std::string& path, const std::vector<std::string>& pr
   if (!notes.error.empty()) out.refused = notes.error;
   else if (out.sites > max_sites)
     out.refused = std::to_string(out.sites) + " probe sites, more than " + std::to_string(max_sites);
+  if (!out.refused.empty()) return out;
+  for (const UsdtNote& n : notes.notes) {
+    if (std::find(probes.begin(), probes.end(), n.probe) == probes.end()) continue;
+    if (const UsdtArgs a = parse_usdt_args(n.args); !a.error.empty()) {
+      char at[24];
+      std::snprintf(at, sizeof at, "0x%llx", static_cast<unsigned long long>(n.location));
+      out.refused = n.probe + " at " + at + ": " + a.error;
+      break;
+    }
+  }
   return out;
 }
 

@@ -17,9 +17,18 @@ namespace vigil::agent {
 // Reads LEN bytes at OFFSET of the file into BUF; false if they are not all there.
 using ReadAt = std::function<bool(uint64_t offset, void* buf, size_t len)>;
 
+// One probe site: a stapsdt note.
+struct UsdtNote {
+  std::string probe;       // "provider:name"
+  uint64_t location = 0;   // the probe's address (as linked)
+  uint64_t semaphore = 0;  // its semaphore's address; 0: none
+  std::string args;        // argument specs (usdt_args.h)
+};
+
 struct UsdtNotes {
   std::string error;                 // why the file is refused; empty when the notes are sound
   std::map<std::string, int> sites;  // "provider:name" -> notes (probe sites) in the file
+  std::vector<UsdtNote> notes;       // every site, in file order
 };
 
 // Limits a file's notes must keep: past them the file is refused, not parsed further.
@@ -37,8 +46,8 @@ UsdtNotes read_usdt_notes(const ReadAt& read, uint64_t file_size);
 UsdtNotes read_usdt_notes(const std::string& path);
 
 // The sites of PROBES ("provider:name") in the file at PATH, and why the file is refused (empty
-// when it is not): notes that do not hold together, or more than MAX_SITES sites, each of which
-// would be an uprobe.
+// when it is not): notes that do not hold together, a site of PROBES whose argument specs libbpf
+// could not read (usdt_args.h), or more than MAX_SITES sites, each of which would be an uprobe.
 struct UsdtSites {
   int sites = 0;
   std::string refused;

@@ -1,11 +1,13 @@
 // libFuzzer target: the agent's reading of a workload's ELF file before libbpf sees it. Any input
-// either gives sites (each counted at least once) or a refusal with a reason; reads stay inside
-// the input (ASan) and the notes section's size limit holds.
+// either gives sites (each counted at least once, one note each) or a refusal with a reason; every
+// note's argument string parses into at most kMaxUsdtArgs arguments or an error, never both; reads
+// stay inside the input (ASan) and the notes section's size limit holds.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
+#include "probes/usdt_args.h"
 #include "probes/usdt_notes.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -17,7 +19,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       },
       size);
   if (!notes.error.empty() && !notes.sites.empty()) std::abort();
-  for (const auto& [probe, n] : notes.sites)
+  size_t sites = 0;
+  for (const auto& [probe, n] : notes.sites) {
     if (n < 1 || probe.find(':') == std::string::npos) std::abort();
+    sites += static_cast<size_t>(n);
+  }
+  if (sites != notes.notes.size()) std::abort();
+  for (const auto& note : notes.notes) {
+    const auto args = vigil::agent::parse_usdt_args(note.args);
+    if (!args.error.empty() && !args.args.empty()) std::abort();
+    if (args.args.size() > static_cast<size_t>(vigil::agent::kMaxUsdtArgs)) std::abort();
+    for (const auto& a : args.args)
+      if (a.size == 0 || a.size > 8 || a.size < -8) std::abort();
+  }
   return 0;
 }

@@ -222,16 +222,17 @@ local failuresIn = import '../rules/failures.libsonnet';
           ),
           alert(
             'VigilWorkerInterTokenLatencyAboveTarget', 'warning', 'P2', 'worker',
-            // Only workers with a target (engine.step_latency_target > 0): it says what the
-            // operator asked streams to stay within.
+            // Only workers with a target (engine.step_latency_target > 0; auto by default): it
+            // says what streams should stay within. Its largest value over the window: auto's
+            // target follows the running batch.
             |||
               histogram_quantile(0.99, sum %(WL)s (rate(vigil_worker_inter_token_latency_seconds_bucket{%(sel)s}[%(w)s])))
               > on (%(on)s)
-              max %(W)s (vigil_worker_step_latency_target_seconds{%(sel)s} > 0)
-            ||| % { W: W, WL: by(c.workerLabels + ['le']), on: std.join(', ', c.workerLabels), sel: c.workerSelector, w: c.itlWindow },
+              %(tol)s * max %(W)s (max_over_time(vigil_worker_step_latency_target_seconds{%(sel)s}[%(w)s]) > 0)
+            ||| % { W: W, WL: by(c.workerLabels + ['le']), on: std.join(', ', c.workerLabels), sel: c.workerSelector, w: c.itlWindow, tol: c.itlTargetTolerance },
             c.itlAboveTargetFor,
             'Streams on a worker pause longer than its step latency target.',
-            'Inter-token latency P99 {{ $value | humanizeDuration }} over %(w)s on worker {{ $labels.instance }} %(where)s has stayed above its engine.step_latency_target for %(for)s: steps take longer than the target (vigil_worker_step_latency_target_attainable, vigil_worker_step_cost_seconds say whether decodes alone already do).' % { w: c.itlWindow, 'for': c.itlAboveTargetFor, where: where },
+            'Inter-token latency P99 {{ $value | humanizeDuration }} over %(w)s on worker {{ $labels.instance }} %(where)s has stayed above %(tol)sx its engine.step_latency_target for %(for)s: steps take longer than the target (vigil_worker_step_latency_target_attainable, vigil_worker_step_cost_seconds say whether decodes alone already do).' % { w: c.itlWindow, 'for': c.itlAboveTargetFor, where: where, tol: c.itlTargetTolerance },
           ),
         ],
       },

@@ -45,7 +45,8 @@ struct EngineConfig {
   // Stall-free batching: while any sequence decodes, a step takes only the prompt tokens predicted
   // to keep it within the target (the engine learns its step costs as it runs), to the token; with
   // nothing decoding, prefill runs at max_batched_tokens. Off: every step up to max_batched_tokens.
-  // Off by default until the cost model prices KV reads (docs/decisions.md: why).
+  // Off for a bare engine (generate, tests: nothing to calibrate for); `serve` defaults to auto
+  // (serving_engine_defaults).
   StepLatencyTarget step_latency_target;
   // The most prompt tokens of one request in a step (a fixed chunk, as Sarathi-Serve's); 0: only
   // max_batched_tokens and the target limit it.

@@ -14,8 +14,8 @@ namespace vigil {
 
 // engine.step_latency_target: while streams decode, how long a step that also carries prompt
 // tokens may take. A multiple of what a decode-only step of the running batch costs (learned, so it
-// means the same on every machine), optionally capped; a fixed duration; or off (the default until
-// the cost model prices KV reads: docs/decisions.md).
+// means the same on every machine), optionally capped; a fixed duration; or off (this struct's
+// value-initialised state; `serve` defaults to automatic(): docs/decisions.md).
 struct StepLatencyTarget {
   // "auto": Sarathi-Serve's strict SLO (P99 time between tokens within 5 decode iterations),
   // never more than 100 ms, the gap a reader of a stream starts to notice.

@@ -21,7 +21,7 @@ using yaml_fields::walk;
 
 constexpr long long kMaxBytes = 1LL << 30;
 
-// engine.step_latency_target: "off" (the default), "auto", a multiple of the decode step ("2x",
+// engine.step_latency_target: "auto" (the default), "off", a multiple of the decode step ("2x",
 // "1.5x"), or a duration.
 StepLatencyTarget step_latency_target(const std::string& k, const YAML::Node& v) {
   const std::string text = scalar(k, v);

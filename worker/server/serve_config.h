@@ -41,9 +41,17 @@ struct ServerConfig {
   ApiAccess access;
 };
 
+// What `serve` runs when the config is silent: a bare engine's settings, except that streams are
+// kept smooth (engine.step_latency_target auto; docs/decisions.md says why this is the default).
+inline EngineConfig serving_engine_defaults() {
+  EngineConfig e;
+  e.step_latency_target = StepLatencyTarget::automatic();
+  return e;
+}
+
 struct ServeConfig {
   ServerConfig server;
-  EngineConfig engine;
+  EngineConfig engine = serving_engine_defaults();
   BackendConfig backend;
 };
 

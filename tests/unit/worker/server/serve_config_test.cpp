@@ -101,7 +101,11 @@ TEST(ServeConfig, StepLatencyTargetIsAutoOffADurationOrAMultipleOfTheDecodeStep)
   auto target = [](const std::string& v) {
     return parse_serve_config("engine:\n  step_latency_target: " + v + "\n").engine.step_latency_target;
   };
-  EXPECT_FALSE(parse_serve_config("").engine.step_latency_target.on());  // off unless asked for
+  // Smooth unless told otherwise: auto when the config is silent.
+  const StepLatencyTarget by_default = parse_serve_config("").engine.step_latency_target;
+  EXPECT_EQ(by_default.decode_multiple, StepLatencyTarget::kAutoMultiple);
+  EXPECT_EQ(by_default.ceiling, StepLatencyTarget::kAutoCeiling);
+  EXPECT_EQ(by_default.fixed.count(), 0);
   // auto: five decode steps of the batch, at most 100 ms.
   EXPECT_EQ(target("auto").decode_multiple, 5.0);
   EXPECT_EQ(target("auto").ceiling.count(), 100);

@@ -3,8 +3,11 @@
 ncclCommInitRank (fails without a GPU) and ncclAllReduce on no communicator (fails at enqueue)
 and prints each result. The agent, attached through /proc discovery, must count each call under
 the same function and result name, log the failures, and count no communicator.
-usage: nccl_real.py VIGIL_AGENT NCCL_WORKLOAD"""
+With FETCH_NVIDIA_LIBS the workload loads the NCCL that torch 2.15.0 pins (PyPI nvidia-nccl-cu13
+2.30.7, fetched and verified by scripts/fetch_nvidia_libs.py) instead of the CUDA toolkit's.
+usage: nccl_real.py VIGIL_AGENT NCCL_WORKLOAD [FETCH_NVIDIA_LIBS]"""
 import json
+import os
 import subprocess
 import sys
 import time
@@ -16,10 +19,22 @@ from vigil_harness.fail import fail, require_root
 def main():
     require_root()
     agent_bin, workload_bin = sys.argv[1], sys.argv[2]
+    env, want_lib = None, None
+    if len(sys.argv) > 3:
+        got = subprocess.run([sys.argv[3], '--verify-only'], capture_output=True, text=True)
+        if got.returncode != 0:
+            fail("the real NVIDIA libraries are not in place (the nvidia_libs test fetches them): " + got.stderr.strip())
+        libdir = got.stdout.strip()
+        env = dict(os.environ, LD_LIBRARY_PATH=libdir)
+        want_lib = os.path.realpath(os.path.join(libdir, 'libnccl.so.2'))
     with Agent(agent_bin, 'probes: {tcp: false, cuda: false}\ngrace_period: 1s\n') as agent:
-        w = subprocess.Popen([workload_bin], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        w = subprocess.Popen([workload_bin], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         if not w.stdout.readline().startswith('ready'):
             fail("workload did not start")
+        mapped = os.path.realpath(mapped_path(w.pid, 'libnccl.so'))
+        print("NCCL library: %s" % mapped)
+        if want_lib and mapped != want_lib:
+            fail("the workload mapped %s, not %s" % (mapped, want_lib))
         start = time.time()
         wait_attached(agent, 'nccl', mapped_path(w.pid, 'libnccl.so'), timeout=30)
         print("attached to libnccl.so.2 %.1f s after the workload started" % (time.time() - start))

@@ -112,6 +112,19 @@ static void print_counters(const char *name, const struct counter *c)
 	printf("}");
 }
 
+/* Ends the JSON record a mode has begun with the calls and errors counted, then waits for the
+ * line that lets the workload exit. */
+static int finish_record(void)
+{
+	print_counters("calls", calls);
+	printf(", ");
+	print_counters("errors", errors);
+	printf("}\n");
+	fflush(stdout);
+	wait_line();
+	return 0;
+}
+
 static int quick(int n)
 {
 	CUdeviceptr p;
@@ -292,13 +305,7 @@ static int nodevice(void)
 	record("cuGraphLaunch", cuGraphLaunch(NULL, NULL), 0);
 	record("cuGraphExecUpdate_v2", cuGraphExecUpdate(NULL, NULL, &info), 0);
 	printf("{\"pid\": %d, \"cuInit\": \"%s\", ", getpid(), init ? result_name(init) : "CUDA_SUCCESS");
-	print_counters("calls", calls);
-	printf(", ");
-	print_counters("errors", errors);
-	printf("}\n");
-	fflush(stdout);
-	wait_line();
-	return 0;
+	return finish_record();
 }
 
 int main(int argc, char **argv)
@@ -420,11 +427,5 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nsizes; i++)
 		printf("%s%zu", i ? ", " : "", sizes[i]);
 	printf("], ");
-	print_counters("calls", calls);
-	printf(", ");
-	print_counters("errors", errors);
-	printf("}\n");
-	fflush(stdout);
-	wait_line();
-	return 0;
+	return finish_record();
 }

@@ -91,12 +91,21 @@ CudaBackend::CudaBackend(const LlamaModel& model, const CudaOptions& options)
 
 void CudaBackend::init() {
   int devices = 0;
-  // The usual failure on a host without a GPU, said in one line naming what is missing: the
-  // driver (the runtime then reports an "insufficient" one), or a device.
+  // The usual failures on a host without a usable GPU, said in one line naming what is missing:
+  // the driver (the runtime then reports an "insufficient" one), a driver new enough for this
+  // build's runtime (both CUDA versions named), or a device.
   if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess) {
     const bool driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD) || dlopen("libcuda.so.1", RTLD_LAZY);
-    throw std::runtime_error(std::string(driver ? "no usable CUDA device" : "no CUDA driver (libcuda.so.1 not found)") +
-                             ": cudaGetDeviceCount: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+    int driver_cuda = 0, runtime_cuda = 0;
+    cudaDriverGetVersion(&driver_cuda);  // 0 without a driver
+    cudaRuntimeGetVersion(&runtime_cuda);
+    auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+    std::string what = "no usable CUDA device";
+    if (!driver) what = "no CUDA driver (libcuda.so.1 not found)";
+    else if (e == cudaErrorInsufficientDriver && driver_cuda > 0 && driver_cuda < runtime_cuda)
+      what = "the NVIDIA driver is older than this build's CUDA runtime (the driver supports CUDA " + version(driver_cuda) +
+             ", the runtime is CUDA " + version(runtime_cuda) + "; update the driver)";
+    throw std::runtime_error(what + ": cudaGetDeviceCount: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
   }
   if (opt_.device < 0 || opt_.device >= devices)
     throw std::runtime_error("CUDA device " + std::to_string(opt_.device) + " not present (" +

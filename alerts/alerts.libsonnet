@@ -231,7 +231,7 @@ local failuresIn = import '../rules/failures.libsonnet';
               %(tol)s * max %(W)s (max_over_time(vigil_worker_step_latency_target_seconds{%(sel)s}[%(w)s]) > 0)
             ||| % { W: W, WL: by(c.workerLabels + ['le']), on: std.join(', ', c.workerLabels), sel: c.workerSelector, w: c.itlWindow, tol: c.itlTargetTolerance },
             c.itlAboveTargetFor,
-            'Streams on a worker pause longer than its step latency target.',
+            'Streams on a worker pause well beyond its step latency target.',
             'Inter-token latency P99 {{ $value | humanizeDuration }} over %(w)s on worker {{ $labels.instance }} %(where)s has stayed above %(tol)sx its engine.step_latency_target for %(for)s: steps take longer than the target (vigil_worker_step_latency_target_attainable, vigil_worker_step_cost_seconds say whether decodes alone already do).' % { w: c.itlWindow, 'for': c.itlAboveTargetFor, where: where, tol: c.itlTargetTolerance },
           ),
         ],

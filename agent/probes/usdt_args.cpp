@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 
 namespace vigil::agent {
 namespace {
@@ -20,10 +21,11 @@ bool known_register(std::string_view r) {
   return false;
 }
 
-// A decimal integer filling all of TEXT (an optional sign, then digits).
+// A decimal integer filling all of TEXT (one optional sign, then digits).
 bool integer(std::string_view text, int64_t* out) {
-  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
-  if (text.empty()) return false;
+  const bool plus = !text.empty() && text.front() == '+';
+  if (plus) text.remove_prefix(1);
+  if (text.empty() || (plus && text.front() == '-')) return false;  // from_chars takes one '-' only
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
   return ec == std::errc() && end == text.data() + text.size();
 }
@@ -36,7 +38,7 @@ bool register_operand(std::string_view text, std::string* reg, std::string* why)
   }
   text.remove_prefix(1);
   if (!known_register(text)) {
-    *why = "register '" + std::string(text) + "' is not one libbpf reads";
+    *why = "register " + quoted_note_text(text) + " is not one libbpf reads";
     return false;
   }
   reg->assign(text);
@@ -59,7 +61,7 @@ bool parse_one(std::string_view spec, UsdtArg* arg, std::string* why) {
   if (!op.empty() && op.front() == '$') {
     arg->kind = UsdtArg::Kind::kConstant;
     if (!integer(op.substr(1), &arg->value)) {
-      *why = "constant '" + std::string(op) + "' is not a decimal integer";
+      *why = "constant " + quoted_note_text(op) + " is not a decimal integer";
       return false;
     }
     return true;
@@ -76,13 +78,32 @@ bool parse_one(std::string_view spec, UsdtArg* arg, std::string* why) {
   }
   arg->kind = UsdtArg::Kind::kMemory;
   if (open > 0 && !integer(op.substr(0, open), &arg->value)) {
-    *why = "offset '" + std::string(op.substr(0, open)) + "' is not a decimal integer";
+    *why = "offset " + quoted_note_text(op.substr(0, open)) + " is not a decimal integer";
     return false;
   }
   return register_operand(op.substr(open + 1, op.size() - open - 2), &arg->reg, why);
 }
 
 }  // namespace
+
+std::string quoted_note_text(std::string_view text) {
+  // The workload wrote these bytes: printable ASCII as is, the rest as \xNN, at most 64 of them,
+  // so a refusal cannot forge or flood the agent's log.
+  constexpr size_t kMax = 64;
+  std::string out = "'";
+  for (size_t i = 0; i < std::min(text.size(), kMax); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
+      out += static_cast<char>(c);
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  if (text.size() > kMax) out += "...";
+  return out + "'";
+}
 
 UsdtArgs parse_usdt_args(std::string_view text) {
   UsdtArgs out;
@@ -100,7 +121,7 @@ UsdtArgs parse_usdt_args(std::string_view text) {
     UsdtArg arg;
     std::string why;
     if (!parse_one(spec, &arg, &why)) {
-      out.error = "argument " + std::to_string(out.args.size() + 1) + " '" + std::string(spec) + "': " + why;
+      out.error = "argument " + std::to_string(out.args.size() + 1) + " " + quoted_note_text(spec) + ": " + why;
       break;
     }
     out.args.push_back(std::move(arg));

@@ -29,7 +29,12 @@ struct UsdtArgs {
   std::string error;  // empty when every argument is readable
 };
 
-// Parses a note's argument string (empty: no arguments).
+// Parses a note's argument string (empty: no arguments). Errors quote the note's bytes with
+// quoted_note_text.
 UsdtArgs parse_usdt_args(std::string_view text);
+
+// TEXT from a workload's note, quoted for a log line: '...', bytes outside printable ASCII (and
+// the quote and backslash) as \xNN, at most 64 bytes then "...".
+std::string quoted_note_text(std::string_view text);
 
 }  // namespace vigil::agent

@@ -16,7 +16,7 @@ trap 'rm -rf "$dir"' EXIT
 mkdir "$dir/driver"
 ln -s "$(readlink -f "$libs/libcuda.so.1")" "$dir/driver/libcuda.so.1"
 printf 'backend:\n  kind: cuda\n  cuda:\n    graphs: false\nserver:\n  port: 0\n' >"$dir/cuda.yaml"
-want='the NVIDIA driver is older than this build.s CUDA runtime \(the driver supports CUDA 12\.2, the runtime is CUDA 13\.[0-9]+; update the driver\): cudaGetDeviceCount: cudaErrorInsufficientDriver \(.+\)'
+want='the NVIDIA driver is older than this build.s CUDA runtime \(the driver supports CUDA 12\.2, the runtime is CUDA [0-9]+\.[0-9]+; update the driver\): cudaGetDeviceCount: cudaErrorInsufficientDriver \(.+\)'
 
 check() {  # PREFIX ARGS...: exit 1 with the line "PREFIX: " + want on stderr
   local prefix=$1 rc

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 from vigil_harness.agent import Agent, mapped_path, select, total, wait_attached
@@ -19,14 +20,22 @@ from vigil_harness.fail import fail, require_root
 def main():
     require_root()
     agent_bin, workload_bin = sys.argv[1], sys.argv[2]
-    env, want_lib = None, None
-    if len(sys.argv) > 3:
-        got = subprocess.run([sys.argv[3], '--verify-only'], capture_output=True, text=True)
-        if got.returncode != 0:
-            fail("the real NVIDIA libraries are not in place (the nvidia_libs test fetches them): " + got.stderr.strip())
-        libdir = got.stdout.strip()
-        env = dict(os.environ, LD_LIBRARY_PATH=libdir)
-        want_lib = os.path.realpath(os.path.join(libdir, 'libnccl.so.2'))
+    if len(sys.argv) == 3:
+        check(agent_bin, workload_bin, None, None)
+        return
+    got = subprocess.run([sys.argv[3], '--verify-only'], capture_output=True, text=True)
+    if got.returncode != 0:
+        fail("the real NVIDIA libraries are not in place (the nvidia_libs test fetches them): " + got.stderr.strip())
+    # Only NCCL comes from there (the cache also holds a real libcuda.so.1, which as root would
+    # create /dev/nvidiactl): a folder of its own holds a link to it.
+    want_lib = os.path.realpath(os.path.join(got.stdout.strip(), 'libnccl.so.2'))
+    with tempfile.TemporaryDirectory(prefix='vigil-nccl-') as nccl_dir:
+        os.symlink(want_lib, os.path.join(nccl_dir, 'libnccl.so.2'))
+        check(agent_bin, workload_bin, dict(os.environ, LD_LIBRARY_PATH=nccl_dir), want_lib)
+
+
+def check(agent_bin, workload_bin, env, want_lib):
+    """The workload on the NCCL its environment ENV loads (WANT_LIB, when given) under the agent."""
     with Agent(agent_bin, 'probes: {tcp: false, cuda: false}\ngrace_period: 1s\n') as agent:
         w = subprocess.Popen([workload_bin], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         if not w.stdout.readline().startswith('ready'):

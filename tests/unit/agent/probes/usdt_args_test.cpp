@@ -54,6 +54,10 @@ TEST(UsdtArgs, RefusesWhatLibbpfCouldNotReadNamingTheArgument) {
            Case{"8@$0x10", "argument 1 '8@$0x10': constant '$0x10' is not a decimal integer"},
            Case{"8@-96(%rbp,%rax,8)", "argument 1 '8@-96(%rbp,%rax,8)': register 'rbp,%rax,8' is not one libbpf reads"},
            Case{"8@(%)", "argument 1 '8@(%)': expected a register like %rax"},
+           Case{"+-8@%rax", "argument 1 '+-8@%rax': expected SIZE@OPERAND"},
+           Case{"8@$+-3", "argument 1 '8@$+-3': constant '$+-3' is not a decimal integer"},
+           Case{"8@--8(%rbp)", "argument 1 '8@--8(%rbp)': offset '--8' is not a decimal integer"},
+           Case{"8@%r\n9", "argument 1 '8@%r\\x0a9': register 'r\\x0a9' is not one libbpf reads"},
            Case{"8@99999999999999999999(%rax)",
                 "argument 1 '8@99999999999999999999(%rax)': offset '99999999999999999999' is not a decimal integer"},
        }) {
@@ -61,6 +65,15 @@ TEST(UsdtArgs, RefusesWhatLibbpfCouldNotReadNamingTheArgument) {
     EXPECT_EQ(a.error, c.error) << c.text;
     EXPECT_TRUE(a.args.empty()) << c.text;
   }
+}
+
+TEST(UsdtArgs, ErrorsQuoteTheWorkloadsBytesEscapedAndCut) {
+  // A note is the workload's: its bytes reach the agent's log only escaped and at most 64 long.
+  const std::string long_register = "8@%" + std::string(1000, 'q');
+  const std::string e = parse_usdt_args(long_register).error;
+  EXPECT_EQ(e, "argument 1 '8@%" + std::string(61, 'q') + "...': register '" + std::string(64, 'q') +
+                   "...' is not one libbpf reads");
+  EXPECT_EQ(quoted_note_text("a'b\\c\x1b[31m\xff"), "'a\\x27b\\x5cc\\x1b[31m\\xff'");
 }
 
 TEST(UsdtArgs, RefusesMoreArgumentsThanLibbpfHolds) {

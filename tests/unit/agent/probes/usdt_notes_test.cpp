@@ -149,5 +149,26 @@ TEST(UsdtSites, RefusesTooManySites) {
   EXPECT_NE(usdt_sites("/dev/null", {"vigil:alloc_snapshot"}, 1).refused, "");  // not a regular file
 }
 
+TEST(UsdtSites, RefusesAProbeWhoseArgumentsLibbpfCouldNotReadNamingTheSite) {
+  // pytorch:free's note names a register libbpf has no name for; vigil:alloc_snapshot's is sound.
+  std::vector<char> notes = note(std::string("vigil\0alloc_snapshot\0-8@%rax\0", 29));
+  auto bad = note(std::string("pytorch\0free\0-8@%rzz\0", 23));
+  const uint64_t location = 0x171d5;  // the probe's address: the descriptor's first word
+  std::memcpy(bad.data() + sizeof(Elf64_Nhdr) + 8, &location, sizeof location);
+  notes.insert(notes.end(), bad.begin(), bad.end());
+  const std::vector<char> f = elf_with_notes(notes);
+  char path[] = "/tmp/usdt_notes_test.XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  close(fd);
+  const UsdtSites wanted = usdt_sites(path, {"vigil:alloc_snapshot", "pytorch:free"}, kMaxUsdtSitesPerFile);
+  const UsdtSites unwanted = usdt_sites(path, {"vigil:alloc_snapshot"}, kMaxUsdtSitesPerFile);
+  unlink(path);
+  EXPECT_EQ(wanted.refused, "pytorch:free at 0x171d5: argument 1 '-8@%rzz': register 'rzz' is not one libbpf reads");
+  EXPECT_EQ(unwanted.refused, "");  // not a probe of ours: libbpf never reads it
+  EXPECT_EQ(unwanted.sites, 1);
+}
+
 }  // namespace
 }  // namespace vigil::agent

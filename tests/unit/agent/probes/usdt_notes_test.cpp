@@ -127,6 +127,20 @@ TEST(UsdtNotes, RefusesWhatDoesNotHoldTogether) {
   EXPECT_NE(parse({}).error, "");
 }
 
+// BYTES in a file of their own under /tmp, removed with this object.
+struct TempFile {
+  explicit TempFile(const std::vector<char>& bytes) {
+    const int fd = mkstemp(path);
+    written = fd >= 0 && write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
+    if (fd >= 0) close(fd);
+  }
+  ~TempFile() { unlink(path); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  char path[28] = "/tmp/usdt_notes_test.XXXXXX";
+  bool written = false;
+};
+
 TEST(UsdtSites, RefusesTooManySites) {
   std::vector<char> notes;
   for (int i = 0; i <= kMaxUsdtSitesPerFile; ++i) {
@@ -134,14 +148,11 @@ TEST(UsdtSites, RefusesTooManySites) {
     notes.insert(notes.end(), n.begin(), n.end());
   }
   const std::vector<char> f = elf_with_notes(notes);
-  char path[] = "/tmp/usdt_notes_test.XXXXXX";
-  const int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(write(fd, f.data(), f.size()), static_cast<ssize_t>(f.size()));
-  close(fd);
+  const TempFile file(f);
+  ASSERT_TRUE(file.written);
+  const char* path = file.path;
   const UsdtSites many = usdt_sites(path, {"vigil:alloc_snapshot"}, kMaxUsdtSitesPerFile);
   const UsdtSites other = usdt_sites(path, {"pytorch:malloc"}, kMaxUsdtSitesPerFile);
-  unlink(path);
   EXPECT_EQ(many.sites, kMaxUsdtSitesPerFile + 1);
   EXPECT_NE(many.refused, "");
   EXPECT_EQ(other.sites, 0);
@@ -157,14 +168,11 @@ TEST(UsdtSites, RefusesAProbeWhoseArgumentsLibbpfCouldNotReadNamingTheSite) {
   std::memcpy(bad.data() + sizeof(Elf64_Nhdr) + 8, &location, sizeof location);
   notes.insert(notes.end(), bad.begin(), bad.end());
   const std::vector<char> f = elf_with_notes(notes);
-  char path[] = "/tmp/usdt_notes_test.XXXXXX";
-  const int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(write(fd, f.data(), f.size()), static_cast<ssize_t>(f.size()));
-  close(fd);
+  const TempFile file(f);
+  ASSERT_TRUE(file.written);
+  const char* path = file.path;
   const UsdtSites wanted = usdt_sites(path, {"vigil:alloc_snapshot", "pytorch:free"}, kMaxUsdtSitesPerFile);
   const UsdtSites unwanted = usdt_sites(path, {"vigil:alloc_snapshot"}, kMaxUsdtSitesPerFile);
-  unlink(path);
   EXPECT_EQ(wanted.refused, "pytorch:free at 0x171d5: argument 1 '-8@%rzz': register 'rzz' is not one libbpf reads");
   EXPECT_EQ(unwanted.refused, "");  // not a probe of ours: libbpf never reads it
   EXPECT_EQ(unwanted.sites, 1);

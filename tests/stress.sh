@@ -24,7 +24,8 @@ if [[ $# -ne 2 || ! $2 =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 name=$1 runs=$2
-if ! ctest --test-dir "$build" -N -R "^${name}\$" | grep -q "Total Tests: 1"; then
+# The list may hold its fixtures' setup tests too (nvidia_libs before the real-library tests).
+if ! ctest --test-dir "$build" -N -R "^${name}\$" | grep -Eq "Test +#[0-9]+: ${name}\$"; then
   echo "stress: no test named '$name' in $build (ctest --test-dir $build -N lists them)" >&2
   exit 2
 fi

@@ -107,14 +107,19 @@ def uprobe_offsets(programs):
 
 
 def wait_semaphores(pid, addresses, want, what, timeout=10):
+    """Waits until the semaphores equal WANT, a dict or a function giving it now."""
     deadline = time.time() + timeout
     while True:
         got = semaphores(pid, addresses)
-        if got == want:
+        if callable(want):
+            want_now = want()
+        else:
+            want_now = want
+        if got == want_now:
             print("semaphores %s: %s" % (what, got))
             return
         if time.time() > deadline:
-            fail("semaphores %s: %s, expected %s" % (what, got, want))
+            fail("semaphores %s: %s, expected %s" % (what, got, want_now))
         time.sleep(0.1)
 
 
@@ -146,12 +151,15 @@ def main():
             fail("the loader did not load %s" % lib)
         bias = load_bias(w.pid, lib, segments)
         addresses = {'%s@0x%x' % (p, sem): (sem, bias + sem) for p, _, sem in sites}
-        others = uprobe_offsets(PROGRAMS)
-        idle = {k: 0 for k in sharing}
-        if others:
-            idle = sharing
-            print("beside other holders of uprobes on the file (pids %s): the semaphores are theirs too" % sorted(others))
-        wait_semaphores(w.pid, addresses, idle, "before the agent", timeout=0)
+        def idle():
+            """Without our agent: 0, or the sites' count while another process (an agent of the
+            machine, which may find the loader at any moment) holds uprobes on them."""
+            others = sorted(uprobe_offsets(PROGRAMS))
+            if others:
+                print("beside other holders of uprobes on the file (pids %s): the semaphores are theirs too" % others)
+                return sharing
+            return {k: 0 for k in sharing}
+        wait_semaphores(w.pid, addresses, idle, "before the agent", timeout=2)
         config = 'probes: {tcp: false, nccl: false, cuda: false}\ngrace_period: 1s\n'
 
         with Agent(agent_bin, config) as agent:

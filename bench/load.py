@@ -19,7 +19,7 @@ usage:
   bench/run.sh bench/load.py latency [--target auto] [--loads 0.5,0.8,0.95,1.2] [--requests 200]
                                      [--policy-loads 0.8,0.95] [--policies fcfs,token_budget] [--json F] [--plot F.png]
                                      [--peer llama-server [--spot-check 20]]
-  bench/run.sh bench/load.py lowload [--target auto] [--tokens 400] [--every 1.0] [--prompt-words 512] [--json F]
+  bench/run.sh bench/load.py lowload [--target auto] [--tokens 1000] [--every S] [--prompt-words 512] [--json F]
 """
 import argparse
 import json
@@ -346,9 +346,23 @@ def stream_beside_prompts(srv, tokens, every, prompt_words, seed):
 
 
 def cmd_lowload(a):
-    """Low load: one stream decoding while long prompts arrive. Its gaps against its own decode
+    """Low load: one stream decoding while long prompts arrive, at a rate the machine prefills in a
+    fraction of the time (by default a prompt every two of its prefill times alone, measured first
+    with target off: the same arrivals for both runs). The stream's gaps against its own decode
     step (the same stream alone, P50), target off and on."""
-    print(f"one stream of {a.tokens} tokens; a {a.prompt_words}-word prompt every {a.every} s beside it", flush=True)
+    every = a.every
+    if not every:
+        srv = Server("vigil", threads=a.threads, target="off")
+        try:
+            records, lock = [], threading.Lock()
+            for i in range(3):
+                one_request(srv.port, srv.model_name, 100 + i, a.prompt_words, 1, 0, 100 + i, records, lock)
+        finally:
+            srv.stop()
+        alone = pct([r["tokens"][0] - r["sent"] for r in records if r["tokens"]], 0.5)
+        every = 2 * alone
+        print(f"a {a.prompt_words}-word prompt alone: first token in {alone * 1e3:.0f} ms (P50 of 3)", flush=True)
+    print(f"one stream of {a.tokens} tokens; a {a.prompt_words}-word prompt every {every:.2f} s beside it", flush=True)
     print(f"{'target':>8}{'step alone':>11}{'ITL p50':>8}{'ITL p99':>8}{'ITL max':>8}{'p99/step':>9}"
           f"{'TTFT p50':>9}{'TTFT p99':>9}{'prompts':>8}{'lost':>5}   (ms)")
     rows, bad = [], 0
@@ -356,9 +370,12 @@ def cmd_lowload(a):
         srv = Server("vigil", threads=a.threads, target=target)
         try:
             alone, _ = stream_beside_prompts(srv, a.tokens, 0, a.prompt_words, seed=1)
-            busy, others = stream_beside_prompts(srv, a.tokens, a.every, a.prompt_words, seed=1)
+            busy, others = stream_beside_prompts(srv, a.tokens, every, a.prompt_words, seed=1)
         finally:
             srv.stop()
+        for r in [alone, busy] + others:
+            if is_lost(r):
+                print(f"lost: request {r['id']}: status {r['status']}, {r.get('error', 'no error')}", flush=True)
         step = pct([y - x for x, y in zip(alone["tokens"], alone["tokens"][1:])], 0.5)
         gaps = [y - x for x, y in zip(busy["tokens"], busy["tokens"][1:])]
         ttft = [r["tokens"][0] - r["sent"] for r in others if r["tokens"]]
@@ -373,7 +390,7 @@ def cmd_lowload(a):
               flush=True)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"tokens": a.tokens, "every": a.every, "prompt_words": a.prompt_words, "rows": rows}, f, indent=1)
+            json.dump({"tokens": a.tokens, "every": every, "prompt_words": a.prompt_words, "rows": rows}, f, indent=1)
     return 1 if bad else 0
 
 
@@ -556,8 +573,9 @@ def main():
     p.add_argument("--spot-check", type=int, default=20, help="greedy answers compared with the peer's")
     p = sub.add_parser("lowload")
     p.add_argument("--target", default="auto", help="engine.step_latency_target of the 'on' run")
-    p.add_argument("--tokens", type=int, default=400, help="the stream's length")
-    p.add_argument("--every", type=float, default=1.0, help="seconds between prompt arrivals")
+    p.add_argument("--tokens", type=int, default=1000, help="the stream's length")
+    p.add_argument("--every", type=float, default=0, help="seconds between prompt arrivals; 0: two prefill "
+                   "times of a prompt alone")
     p.add_argument("--prompt-words", type=int, default=512)
     p.add_argument("--json", help="write the rows here")
     for p in sub.choices.values():

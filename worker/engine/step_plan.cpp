@@ -19,12 +19,9 @@ StepPlan plan_step(std::span<const PlanCandidate> queue, const StepRules& rules,
   plan.tokens.assign(queue.size(), 0);
   int budget = rules.max_tokens;
   int64_t batch_rows = 0;  // the whole batch decoding at the end of what each holds now
-  int decoding = 0;
   for (size_t i = 0; i < queue.size(); ++i) {
     batch_rows += queue[i].position + queue[i].pending;
-    if (!queue[i].decoding) continue;
-    ++decoding;
-    if (budget == 0) continue;
+    if (!queue[i].decoding || budget == 0) continue;
     plan.tokens[i] = 1;
     --budget;
     ++plan.decode_tokens;
@@ -37,17 +34,13 @@ StepPlan plan_step(std::span<const PlanCandidate> queue, const StepRules& rules,
   const bool timed = plan.decode_tokens > 0 && rules.target.on();
   double room = 0;
   if (timed) {
-    // Whose decode step the multiple applies to. While prompts in prefill are no more than the
-    // streams, the streams' own: a lone stream beside long prompts keeps gaps of five of its steps,
-    // not of steps over the prompts' rows it does not read. When prompts outnumber them, the whole
-    // running batch's, each prompt at its full length: they decode beside the others within a few
-    // steps, and a target tied to the few decodes of the moment would make the steps small just
-    // when prefill needs them large (each step pays the weights' read once; the prefill rate falls,
-    // more of the batch waits in prefill, the target shrinks again).
-    const bool batch_rule = static_cast<int>(queue.size()) - decoding > decoding;
-    plan.target_seconds = batch_rule
-        ? step_target_seconds(rules.target, cost, static_cast<int>(queue.size()), batch_rows)
-        : step_target_seconds(rules.target, cost, plan.decode_tokens, plan.decode_kv_rows);
+    // The decode step the streams will see is that of the whole running batch: the sequences
+    // still in prefill decode beside them within a few steps. A target tied to the decodes of the
+    // moment shrinks when the batch fills with prompts, and the smaller steps it allows pay the
+    // step's fixed cost (every weight read once) more often: the prefill rate falls, more of the
+    // batch waits in prefill, the target shrinks again.
+    const int batch = std::max(plan.decode_tokens, static_cast<int>(queue.size()));
+    plan.target_seconds = step_target_seconds(rules.target, cost, batch, batch_rows);
     room = plan.target_seconds - cost.decode_seconds(plan.decode_tokens, plan.decode_kv_rows);
   }
   const auto first_prompt = std::find_if(queue.begin(), queue.end(), [](const PlanCandidate& c) { return !c.decoding; });

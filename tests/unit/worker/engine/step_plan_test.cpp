@@ -1,7 +1,7 @@
 // plan_step on hand-made queues (no model): decodes first, prompts filled to what the latency
 // target leaves (never a step short of its budget while a prompt waits), the auto target on the
-// streams' own decode step or, when prompts outnumber them, the running batch's, its ceiling and
-// floor, and a budget that follows the learned cost when the machine slows.
+// running batch's decode step, its ceiling and floor, and a budget that follows the learned cost
+// when the machine slows.
 #include "engine/step_plan.h"
 
 #include <gtest/gtest.h>
@@ -67,29 +67,6 @@ TEST(StepPlan, TheTargetIsFiveDecodeStepsOfTheWholeRunningBatch) {
   EXPECT_EQ(p.prefill_budget, expected);
   EXPECT_GT(p.prefill_budget, 50);  // five two-decode steps (~35 ms) would leave ~28 tokens
   EXPECT_EQ(p.prefill_tokens, p.prefill_budget);
-}
-
-TEST(StepPlan, AStreamBesideNoMorePromptsThanStreamsKeepsFiveOfItsOwnSteps) {
-  // Decode steps of 4 ms + 10 us a cached row. One stream 100 positions deep beside one 700-token
-  // prompt: the target is five of the stream's own steps (~25 ms), not of a two-sequence step
-  // over the prompt's 700 rows (~57 ms), wherever the prompt has got to. A second prompt
-  // outnumbers the stream: the whole running batch's step again.
-  StepCostModel cost;
-  for (int i = 0; i < 50; ++i)
-    for (int rows : {101, 1101}) cost.observe({1, 0, rows, 0}, (4 + 0.01 * rows) * kMs);
-  for (int chunk : StepCostModel::kChunkClassStart)
-    cost.observe({1, chunk, 101, 0}, cost.decode_seconds(1, 101) + chunk * kMs);
-  const StepRules rules{.max_tokens = 256, .max_prefill_chunk = 0, .target = StepLatencyTarget::automatic()};
-  const double own = 5 * cost.decode_seconds(1, 101);
-  EXPECT_NEAR(own, 25 * kMs, 0.5 * kMs);
-  for (int held : {0, 300, 690}) {
-    const StepPlan p = plan_step(std::vector<PlanCandidate>{{1, true, 100}, {700 - held, false, held}}, rules, cost);
-    EXPECT_DOUBLE_EQ(p.target_seconds, own) << held;
-    EXPECT_LE(cost.predict(p.shape()), own + 1e-9) << held;
-    EXPECT_GE(p.prefill_tokens, 1) << held;
-  }
-  const StepPlan two = plan_step(std::vector<PlanCandidate>{{1, true, 100}, {700, false, 0}, {700, false, 0}}, rules, cost);
-  EXPECT_DOUBLE_EQ(two.target_seconds, 5 * cost.decode_seconds(3, 101 + 1400));
 }
 
 TEST(StepPlan, ChunksArePricedAtTheirOwnPositions) {

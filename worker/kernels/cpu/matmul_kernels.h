@@ -56,6 +56,8 @@ struct KernelSet {
 
 const KernelSet& kernels_scalar();
 const KernelSet& kernels_avx2();
+// Only where the CPU has the path (cpu_has_avx512_vnni): the set's statics are built with AVX-512
+// instructions, so even taking it raises SIGILL on an AVX2-only CPU.
 const KernelSet& kernels_avx512_vnni();
 
 // Q6_K has one portable kernel shared by every set (no model we run uses it for big matrices).

@@ -111,10 +111,7 @@ def wait_semaphores(pid, addresses, want, what, timeout=10):
     deadline = time.time() + timeout
     while True:
         got = semaphores(pid, addresses)
-        if callable(want):
-            want_now = want()
-        else:
-            want_now = want
+        want_now = want() if callable(want) else want
         if got == want_now:
             print("semaphores %s: %s" % (what, got))
             return

@@ -216,13 +216,16 @@ def summarize(results, wall, own=True):
     lost = [r for r in results if r not in rejected and r not in gave_up and is_lost(r, own)]
     ttft = [r["tokens"][0] - r["sent"] for r in results if r["tokens"]]
     itl = [b - a for r in results for a, b in zip(r["tokens"], r["tokens"][1:])]
+    # End to end: sent to the last byte of a finished stream (the longest first token bounds a wait).
+    e2e = [r["end"] - r["sent"] for r in results if r["done"]]
     # Streamed chunks carry one token each (rarely more: UTF-8 held back), so they count the work
     # done even when a server stops early at an end-of-text token.
     gen = sum(len(r["tokens"]) for r in results)
     return {"requests": len(results), "lost": len(lost), "rejected": len(rejected), "gave_up": len(gave_up),
             "duplicated": dup, "gen_tps": gen / wall,
             "ttft_p50": pct(ttft, 0.5), "ttft_p99": pct(ttft, 0.99), "itl_p50": pct(itl, 0.5),
-            "itl_p99": pct(itl, 0.99), "itl_max": max(itl, default=float("nan"))}
+            "itl_p99": pct(itl, 0.99), "itl_max": max(itl, default=float("nan")),
+            "ttft_max": max(ttft, default=float("nan")), "e2e_p50": pct(e2e, 0.5), "e2e_p99": pct(e2e, 0.99)}
 
 
 def cmd_sweep(a):
@@ -321,7 +324,8 @@ def latency_row(label, load, rate, target, s):
     t = target or "off"
     print(f"{label:<14}{load:>6.2f}{rate:>7.2f}{t:>8}{s['gen_tps']:>10.1f}{s['ttft_p50']*1e3:>9.0f}{s['ttft_p99']*1e3:>9.0f}"
           f"{s['itl_p50']*1e3:>8.1f}{s['itl_p99']*1e3:>8.1f}{s['itl_max']*1e3:>8.0f}"
-          f"{s['itl_p99']/s['itl_p50']:>7.2f}{s['lost']:>5}{s['duplicated']:>4}", flush=True)
+          f"{s['itl_p99']/s['itl_p50']:>7.2f}{s['ttft_max']*1e3:>9.0f}{s['e2e_p50']*1e3:>9.0f}{s['e2e_p99']*1e3:>9.0f}"
+          f"{s['lost']:>5}{s['duplicated']:>4}", flush=True)
     return dict(s, policy=label, load=load, rate=rate, target=t)
 
 
@@ -415,7 +419,8 @@ def cmd_latency(a):
         print(f"saturation: {capacity:.2f} req/s (closed loop of 16 streams, mixed lengths, {wall:.0f} s); "
               f"target {a.target}, {a.requests} requests a point", flush=True)
     print(f"{'policy':<14}{'load':>6}{'req/s':>7}{'target':>8}{'gen tok/s':>10}{'TTFT p50':>9}{'TTFT p99':>9}"
-          f"{'ITL p50':>8}{'ITL p99':>8}{'ITL max':>8}{'p99/50':>7}{'lost':>5}{'dup':>4}   (ms)")
+          f"{'ITL p50':>8}{'ITL p99':>8}{'ITL max':>8}{'p99/50':>7}{'TTFT max':>9}{'E2E p50':>9}{'E2E p99':>9}"
+          f"{'lost':>5}{'dup':>4}   (ms)")
     rows, bad = [], 0
     points = [(a.policy, f) for f in (float(x) for x in a.loads.split(","))]
     points += [(p, f) for f in (float(x) for x in a.policy_loads.split(",")) for p in a.policies.split(",")

@@ -48,6 +48,15 @@ class Accounting(unittest.TestCase):
         bare['response_ids'] = []
         self.assertEqual(load.summarize([bare, record(1, 'cmpl-b')], 1.0)['lost'], 1)
 
+    def test_end_to_end_counts_finished_streams_only(self):
+        # Sent at 0, ended at 1.0 and 3.0; the unfinished one (ended at 9.0) is not a latency.
+        late = record(1, 'cmpl-b')
+        late['end'] = 3.0
+        cut = record(2, 'cmpl-c', done=False)
+        cut['end'] = 9.0
+        s = load.summarize([record(0, 'cmpl-a'), late, cut], 1.0)
+        self.assertEqual((s['e2e_p50'], s['e2e_p99'], s['ttft_max']), (3.0, 3.0, 0.1))
+
     def test_other_servers_may_omit_usage(self):
         # llama.cpp's server in the comparison: not held to our server's usage chunk.
         self.assertEqual(load.summarize([record(0, 'cmpl-a', usage=None)], 1.0, own=False)['lost'], 0)

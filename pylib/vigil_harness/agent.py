@@ -152,8 +152,10 @@ class Agent:
             try:
                 self.proc.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
+                where = task_stacks(self.proc.pid)
                 self.proc.kill()
-                fail("agent did not stop within %d s of SIGTERM" % STOP_TIMEOUT_S)
+                fail("agent did not stop within %d s of SIGTERM; its threads in the kernel then:\n%s\nits log:\n%s"
+                     % (STOP_TIMEOUT_S, where, self.log_text()[-2000:]))
             print("agent stopped %.1f s after SIGTERM, %d links held" % (time.time() - start, len(held['link_id'])))
         os.unlink(self.cfg.name)
         if self.own_pins:
@@ -169,6 +171,22 @@ class Agent:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def task_stacks(pid):
+    """Where each thread of process PID is in the kernel (name, wchan, /proc stack: root), read
+    before a process that overran its time is killed, so that the failure names what it waited on."""
+    def read(path):
+        try:
+            with open(path) as f:
+                return f.read().strip()
+        except OSError as e:
+            return '(%s)' % e.strerror
+    threads = []
+    for tid in sorted(os.listdir('/proc/%d/task' % pid), key=int):
+        task = '/proc/%d/task/%s/' % (pid, tid)
+        threads.append('%s %s wchan=%s\n%s' % (tid, read(task + 'comm'), read(task + 'wchan'), read(task + 'stack')))
+    return '\n'.join(threads)
 
 
 def held_bpf_ids(pid, kinds=('prog_id', 'link_id')):

@@ -18,7 +18,7 @@ usage:
   bench/run.sh bench/load.py soak    [--seconds 600] [--overload 1.5]
   bench/run.sh bench/load.py latency [--target auto] [--loads 0.5,0.8,0.95,1.2] [--requests 200]
                                      [--policy-loads 0.8,0.95] [--policies fcfs,token_budget] [--json F] [--plot F.png]
-                                     [--peer llama-server [--spot-check 20]]
+                                     [--peer llama-server [--spot-check 20]] [--capacity R] [--seed N]
   bench/run.sh bench/load.py lowload [--target auto] [--tokens 1000] [--every S] [--prompt-words 512] [--json F]
 """
 import argparse
@@ -441,7 +441,8 @@ def cmd_latency(a):
                 srv = Server("vigil", policy=name, threads=a.threads, target=target,
                              aging=float(aging) if aging else None)
             try:
-                res, wall = open_loop(srv.port, srv.model_name, load * capacity, a.requests, seed=int(load * 1000))
+                res, wall = open_loop(srv.port, srv.model_name, load * capacity, a.requests,
+                                      seed=int(load * 1000) + 100000 * a.seed)
             finally:
                 srv.stop()
             s = summarize(res, wall, own=label != a.peer)
@@ -454,7 +455,7 @@ def cmd_latency(a):
         bad += sum(c["differ"] for c in check if c["run"] != a.peer)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"capacity": capacity, "target": a.target, "requests": a.requests, "rows": rows,
+            json.dump({"capacity": capacity, "target": a.target, "requests": a.requests, "seed": a.seed, "rows": rows,
                        "greedy_spot_check": check}, f, indent=1)
     if a.plot:
         plot_latency(rows, a.policy, a.target, capacity, a.plot)
@@ -569,6 +570,7 @@ def main():
     p.add_argument("--runs", default="off,target,peer", help="which runs of the --loads points (with --capacity "
                    "of an earlier run: the rest of its table)")
     p.add_argument("--capacity", type=float, help="saturation in req/s (an earlier run's), instead of measuring it")
+    p.add_argument("--seed", type=int, default=0, help="another draw of every point's arrivals (0: the earlier runs')")
     p.add_argument("--json", help="write every row here")
     p.add_argument("--plot", help="PNG of ITL and TTFT percentiles against load (matplotlib: the ops venv's "
                                   "python, tests/alerts/python_env.sh)")

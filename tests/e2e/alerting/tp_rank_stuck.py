@@ -48,9 +48,9 @@ TP_TIMEOUT_S = 300
 # (#47); at the 2.7 tokens/s seen then, 100 tokens take 37 s.
 MAX_TOKENS = 100
 TOKENS_BEFORE_STOP = 20
-# Stops of one rank until one lands where the rules can name it. The unnamed window took 2 of 7
-# stops of rank 0 and none of 6 of rank 1 on a 2-core AMD VM (session of 2026-12-07): five in a
-# row (about 0.4 % at that rate) is a failure, not bad luck.
+# Stops of one rank until one lands where the rules can name it. The unnamed window took 2 of 13
+# stops of rank 0 and none of 7 of rank 1 on a 2-core AMD VM (session of 2026-12-07): five in a
+# row (under 0.01 % at that rate) is a failure, not bad luck.
 STOP_TRIES = 5
 TOKENS_BETWEEN_STOPS = 5
 

@@ -216,7 +216,7 @@ def summarize(results, wall, own=True):
     lost = [r for r in results if r not in rejected and r not in gave_up and is_lost(r, own)]
     ttft = [r["tokens"][0] - r["sent"] for r in results if r["tokens"]]
     itl = [b - a for r in results for a, b in zip(r["tokens"], r["tokens"][1:])]
-    # End to end: sent to the last byte of a finished stream (the longest first token bounds a wait).
+    # End to end: from sending to the end of a finished stream; unfinished ones have no latency.
     e2e = [r["end"] - r["sent"] for r in results if r["done"]]
     # Streamed chunks carry one token each (rarely more: UTF-8 held back), so they count the work
     # done even when a server stops early at an end-of-text token.

@@ -149,13 +149,7 @@ class Agent:
         if self.proc.poll() is None:
             start = time.time()
             self.proc.terminate()
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                where = task_stacks(self.proc.pid)
-                self.proc.kill()
-                fail("agent did not stop within %d s of SIGTERM; its threads in the kernel then:\n%s\nits log:\n%s"
-                     % (STOP_TIMEOUT_S, where, self.log_text()[-2000:]))
+            self.wait_stopped(STOP_TIMEOUT_S)
             print("agent stopped %.1f s after SIGTERM, %d links held" % (time.time() - start, len(held['link_id'])))
         os.unlink(self.cfg.name)
         if self.own_pins:
@@ -165,6 +159,18 @@ class Agent:
         # Pinned links outlive the agent by design; once their pins are gone, so must they be.
         if self.own_pins:
             wait_released(held)
+
+    def wait_stopped(self, seconds):
+        """Waits SECONDS for the agent to exit after its SIGTERM; past them, fails with where each of
+        its threads waits in the kernel (read before the SIGKILL) and its log."""
+        try:
+            self.proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            where = task_stacks(self.proc.pid)
+            self.proc.kill()
+            self.proc.wait()
+            fail("agent did not stop within %d s of SIGTERM; its threads in the kernel then:\n%s\nits log:\n%s"
+                 % (seconds, where, self.log_text()[-2000:]))
 
     def __enter__(self):
         return self

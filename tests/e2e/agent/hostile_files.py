@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 
-from vigil_harness.agent import Agent, exit_workload, promtool_check, run_workload, select, task_stacks, total
+from vigil_harness.agent import Agent, exit_workload, promtool_check, run_workload, select, total
 from vigil_harness.fail import fail, require_root
 
 CONFIG = 'probes: {tcp: false, nccl: false, usdt: false}\ndiscovery_interval: 1s\n'
@@ -105,14 +105,7 @@ def healthy_and_stops(agent):
     promtool_check(agent)
     start_t = time.time()
     agent.proc.terminate()
-    try:
-        agent.proc.wait(timeout=STOP_WITHIN_S)
-    except subprocess.TimeoutExpired:
-        where = task_stacks(agent.proc.pid)
-        agent.proc.kill()
-        agent.proc.wait()
-        fail("agent did not stop within %d s of SIGTERM; its threads in the kernel then:\n%s\nits log: %s"
-             % (STOP_WITHIN_S, where, agent.log_text()[-2000:]))
+    agent.wait_stopped(STOP_WITHIN_S)
     print("agent stopped %.1f s after SIGTERM" % (time.time() - start_t))
 
 

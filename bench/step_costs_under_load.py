@@ -4,6 +4,12 @@ workload against vigil-worker serve, its step cost metrics printed every 3 s (th
 step, the learned cost of a prompt token beside decodes, the latency target, the prompt tokens
 carried beside decodes), then the run's summary.
 
+Every second it also reads how the running batch is used: requests running and waiting, and of the
+steps in that second the mean decoding sequences a step (generated tokens / steps with decodes:
+the running sequences not decoding are prompts in prefill) and the share over the target. The
+closing line averages them over the seconds a request waited. Steps are counted only with a target
+set; for the schedule of `off`, run a target no step reaches (--target 10000ms).
+
 usage:
   VIGIL_WORKER=build/dev/worker/vigil-worker PYTHONPATH=pylib build/ops-venv/bin/python \\
     bench/step_costs_under_load.py --rate 1.48 --target auto [--requests 80]
@@ -17,7 +23,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import load  # noqa: E402
+from vigil_harness.agent import parse_metrics  # noqa: E402
 
+BATCH = ("vigil_worker_requests_running", "vigil_worker_requests_waiting", "vigil_worker_generation_tokens_total",
+         "vigil_worker_decode_steps_total", "vigil_worker_decode_steps_over_target_total")
 WATCHED = re.compile(r"vigil_worker_(step_cost_seconds|step_latency_target_seconds|decode_steps|"
                      r"step_prefill_chunk_tokens_(sum|count))")
 
@@ -38,14 +47,40 @@ def main():
             print(time.strftime("%H:%M:%S"), " | ".join(lines), flush=True)
             stop.wait(3)
 
+    busy = []  # (running, tokens generated, steps) of each second a request waited
+
+    def batch_use():
+        last = None
+        while not stop.wait(1):
+            now = {name: 0.0 for name in BATCH}
+            for name, _, v in parse_metrics(srv.metrics()):
+                if name in now:
+                    now[name] += v
+            if last:
+                steps = now[BATCH[3]] - last[BATCH[3]]
+                decodes = (now[BATCH[2]] - last[BATCH[2]]) / steps if steps else 0.0
+                over = (now[BATCH[4]] - last[BATCH[4]]) / steps if steps else 0.0
+                print(f"batch running {now[BATCH[0]]:.0f} waiting {now[BATCH[1]]:.0f} steps {steps:.0f} "
+                      f"decodes/step {decodes:.1f} over target {over:.0%}", flush=True)
+                if now[BATCH[1]] > 0 and steps:
+                    busy.append((now[BATCH[0]], now[BATCH[2]] - last[BATCH[2]], steps))
+            last = now
+
     watcher = threading.Thread(target=watch)
     watcher.start()
+    user = threading.Thread(target=batch_use)
+    user.start()
     try:
         res, wall = load.open_loop(srv.port, srv.model_name, a.rate, a.requests, seed=a.seed)
     finally:
         stop.set()
         watcher.join()
+        user.join()
         srv.stop()
+    if busy:
+        # Tokens are counted as they stream, steps as they end: a second's ratio is noisy, the sums are not.
+        print(f"while requests waited ({len(busy)} s): running {sum(b[0] for b in busy) / len(busy):.1f}, "
+              f"decoding {sum(b[1] for b in busy) / sum(b[2] for b in busy):.1f} a step")
     s = load.summarize(res, wall)
     print({k: round(v, 4) if isinstance(v, float) else v for k, v in s.items()})
     return 1 if s["lost"] or s["duplicated"] else 0

@@ -38,7 +38,7 @@ struct EngineConfig {
   int max_waiting = 256;          // queued requests beyond which submit answers kQueueFull
   double batch_window_ms = 0.0;   // wait this long for more arrivals before a step from idle
   bool prefix_caching = true;     // reuse cached KV blocks of identical prompt prefixes
-  PolicyKind policy = PolicyKind::kFcfs;
+  PolicyKind policy = PolicyKind::kFcfs;  // `serve` defaults to token_budget (serving_engine_defaults)
   // token_budget: remaining tokens forgiven per second waited, so long requests cannot starve
   // (docs/performance.md: 200 keeps P99 TTFT at FCFS's with a lower median). 0: pure shortest-first.
   double token_budget_aging = 200;

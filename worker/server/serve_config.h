@@ -42,10 +42,12 @@ struct ServerConfig {
 };
 
 // What `serve` runs when the config is silent: a bare engine's settings, except that streams are
-// kept smooth (engine.step_latency_target auto; docs/decisions.md says why this is the default).
+// kept smooth (engine.step_latency_target auto) and the shortest remaining work goes first, aged
+// (engine.policy token_budget); docs/decisions.md says why these are the defaults.
 inline EngineConfig serving_engine_defaults() {
   EngineConfig e;
   e.step_latency_target = StepLatencyTarget::automatic();
+  e.policy = PolicyKind::kTokenBudget;
   return e;
 }
 

@@ -22,7 +22,8 @@ TEST(ServeConfig, EmptyDocumentIsDefaults) {
   ServeConfig c = parse_serve_config("");
   EXPECT_EQ(c.server.host, "127.0.0.1");
   EXPECT_EQ(c.server.port, 8080);
-  EXPECT_EQ(c.engine.policy, PolicyKind::kFcfs);
+  EXPECT_EQ(c.engine.policy, PolicyKind::kTokenBudget);  // serving_engine_defaults, not a bare engine's
+  EXPECT_TRUE(c.engine.step_latency_target.on());
 }
 
 TEST(ServeConfig, ParsesEveryKey) {

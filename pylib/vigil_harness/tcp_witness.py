@@ -27,6 +27,7 @@ the instance and the witness programs are removed."""
 import bisect
 import collections
 import ctypes
+import itertools
 import os
 import re
 import struct
@@ -326,6 +327,12 @@ class TcpWitness:
                 lost[cpu] = n
         return out, lost
 
+    def unrun_tail(self, own):
+        """unrun_tail() of everything recorded so far; empty without the witness programs."""
+        if not self.programs:
+            return []
+        return unrun_tail(self.events()[0], own, self.programs.log())
+
     def settled_mark(self, read, own, limit_s=20):
         """mark(read=READ) repeated until no event of the test's own sockets (OWN) is near it:
         the test's read of the kernel and of the agent then falls between its events."""
@@ -448,6 +455,30 @@ class TcpWitness:
         os.rmdir(self.dir)
         with open(STATS, 'w') as f:
             f.write(self.stats_were)
+
+
+def unrun_tail(events, own, witness_log):
+    """The test's tcp_retransmit_skb events (OWN) that end EVENTS and that no witness program on the
+    bpf_trace_run probe ran for, oldest first. The kernel's skips run no BPF program at all
+    (docs/probes-agent.md), so the agent's did not run for them either: its timer state of that
+    socket is the one before them. Empty when the latest event ran, or is older than the log's
+    horizon (not judged: no lag is explained by it)."""
+    runs_log, complete_from = witness_log
+    mine = [e for e in events if e.tracepoint == 'tcp_retransmit_skb' and own(e)]
+    tail = []
+    for e in reversed(mine):
+        if e.ts < complete_from.get(e.cpu, 0) + MATCH_NS:
+            break
+        ran = False
+        for prog in WITNESS_OF['tcp_retransmit_skb'][:2]:
+            entries = runs_log.get(prog, {}).get(e.cpu, [])
+            i = bisect.bisect_left(entries, (e.ts - MATCH_NS, 0))
+            ran = ran or any(sk == e.sk for _, sk in itertools.takewhile(
+                lambda x: x[0] <= e.ts + MATCH_NS, entries[i:]))
+        if ran:
+            break
+        tail.append(e)
+    return tail[::-1]
 
 
 def _witness_account(tp, a, b, inside, witness_log):

@@ -110,5 +110,40 @@ class Accounting(unittest.TestCase):
         self.assertEqual((a['T'], a['R'], a['S']), (1, 1, 0))
 
 
+
+def ran(*events):
+    """A witness log in which both bpf_trace_run witness programs ran for EVENTS (complete)."""
+    log = {p: {0: sorted((e.ts + 20000, e.sk) for e in events)} for p in tw.WITNESS_OF['tcp_retransmit_skb'][:2]}
+    return log, {}
+
+
+class TimerLag(unittest.TestCase):
+    """unrun_tail: how many of a socket's latest retransmits the agent's timer state may lag."""
+
+    def test_the_latest_ran(self):
+        a, b = event(1000), event(1400)
+        self.assertEqual(tw.unrun_tail([a, b], OWN, ran(a, b)), [])
+
+    def test_the_last_two_ran_nothing(self):
+        a, b, c = event(1000), event(1200), event(1600)
+        self.assertEqual(tw.unrun_tail([a, b, c], OWN, ran(a)), [b, c])
+
+    def test_a_skip_before_the_latest_explains_nothing(self):
+        a, b, c = event(1000), event(1200), event(1600)
+        self.assertEqual(tw.unrun_tail([a, b, c], OWN, ran(a, c)), [])
+
+    def test_other_sockets_and_one_program_are_not_the_test_s(self):
+        a, other = event(1000), event(1300, sk='ffff9999', sport=6000)
+        self.assertEqual(tw.unrun_tail([a, other], OWN, ran(a)), [])
+        b = event(1500)
+        one_ran = ({tw.WITNESS_OF['tcp_retransmit_skb'][0]: {0: [(b.ts, b.sk)]}}, {})
+        self.assertEqual(tw.unrun_tail([a, b], OWN, one_ran), [])  # a program ran for it: not the kernel's skip
+
+    def test_an_event_older_than_the_log_is_not_judged(self):
+        a = event(1000)
+        log, _ = ran()
+        self.assertEqual(tw.unrun_tail([a], OWN, (log, {0: int(1500 * MS)})), [])
+
+
 if __name__ == '__main__':
     unittest.main()

@@ -25,8 +25,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import load  # noqa: E402
 from vigil_harness.agent import parse_metrics  # noqa: E402
 
-BATCH = ("vigil_worker_requests_running", "vigil_worker_requests_waiting", "vigil_worker_generation_tokens_total",
-         "vigil_worker_decode_steps_total", "vigil_worker_decode_steps_over_target_total")
+BATCH = {"running": "vigil_worker_requests_running", "waiting": "vigil_worker_requests_waiting",
+         "tokens": "vigil_worker_generation_tokens_total", "steps": "vigil_worker_decode_steps_total",
+         "over": "vigil_worker_decode_steps_over_target_total"}
 WATCHED = re.compile(r"vigil_worker_(step_cost_seconds|step_latency_target_seconds|decode_steps|"
                      r"step_prefill_chunk_tokens_(sum|count))")
 
@@ -52,18 +53,16 @@ def main():
     def batch_use():
         last = None
         while not stop.wait(1):
-            now = {name: 0.0 for name in BATCH}
-            for name, _, v in parse_metrics(srv.metrics()):
-                if name in now:
-                    now[name] += v
+            samples = parse_metrics(srv.metrics())
+            now = {key: sum(v for n, _, v in samples if n == name) for key, name in BATCH.items()}
             if last:
-                steps = now[BATCH[3]] - last[BATCH[3]]
-                decodes = (now[BATCH[2]] - last[BATCH[2]]) / steps if steps else 0.0
-                over = (now[BATCH[4]] - last[BATCH[4]]) / steps if steps else 0.0
-                print(f"batch running {now[BATCH[0]]:.0f} waiting {now[BATCH[1]]:.0f} steps {steps:.0f} "
+                steps, tokens = now["steps"] - last["steps"], now["tokens"] - last["tokens"]
+                decodes = tokens / steps if steps else 0.0
+                over = (now["over"] - last["over"]) / steps if steps else 0.0
+                print(f"batch running {now['running']:.0f} waiting {now['waiting']:.0f} steps {steps:.0f} "
                       f"decodes/step {decodes:.1f} over target {over:.0%}", flush=True)
-                if now[BATCH[1]] > 0 and steps:
-                    busy.append((now[BATCH[0]], now[BATCH[2]] - last[BATCH[2]], steps))
+                if now["waiting"] > 0 and steps:
+                    busy.append((now["running"], tokens, steps))
             last = now
 
     watcher = threading.Thread(target=watch)

@@ -457,6 +457,13 @@ class TcpWitness:
             f.write(self.stats_were)
 
 
+def _ran_for(entries, e):
+    """Whether a run in ENTRIES (one program's [(ts, sk)] on E's CPU, sorted) is event E's: its
+    socket, within MATCH_NS."""
+    i = bisect.bisect_left(entries, (e.ts - MATCH_NS, 0))
+    return any(sk == e.sk for _, sk in itertools.takewhile(lambda x: x[0] <= e.ts + MATCH_NS, entries[i:]))
+
+
 def unrun_tail(events, own, witness_log):
     """The test's tcp_retransmit_skb events (OWN) that end EVENTS and that no witness program on the
     bpf_trace_run probe ran for, oldest first. The kernel's skips run no BPF program at all
@@ -469,13 +476,7 @@ def unrun_tail(events, own, witness_log):
     for e in reversed(mine):
         if e.ts < complete_from.get(e.cpu, 0) + MATCH_NS:
             break
-        ran = False
-        for prog in WITNESS_OF['tcp_retransmit_skb'][:2]:
-            entries = runs_log.get(prog, {}).get(e.cpu, [])
-            i = bisect.bisect_left(entries, (e.ts - MATCH_NS, 0))
-            ran = ran or any(sk == e.sk for _, sk in itertools.takewhile(
-                lambda x: x[0] <= e.ts + MATCH_NS, entries[i:]))
-        if ran:
+        if any(_ran_for(runs_log.get(prog, {}).get(e.cpu, []), e) for prog in WITNESS_OF['tcp_retransmit_skb'][:2]):
             break
         tail.append(e)
     return tail[::-1]

@@ -45,8 +45,15 @@ AGENT_PROGRAMS = {'tcp_retransmit_skb': ('retransmit_btf', 'retransmit_tp'),
 # tests/agent/tcp_witness.bpf.c's programs, in the order of its enum witness_prog; the first two
 # of each tracepoint are called by the tracepoint's bpf_trace_run probe as the agent's tp_btf
 # program is, the third by the trace event's perf probe.
-WITNESS_PROGRAMS = ('w_skb_btf', 'w_skb_raw', 'w_skb_tp', 'w_synack_btf', 'w_synack_raw', 'w_synack_tp')
-WITNESS_OF = {'tcp_retransmit_skb': WITNESS_PROGRAMS[:3], 'tcp_retransmit_synack': WITNESS_PROGRAMS[3:]}
+WITNESS_PROGRAMS = ('w_skb_btf', 'w_skb_raw', 'w_skb_tp', 'w_synack_btf', 'w_synack_raw', 'w_synack_tp',
+                    'w_close_btf')
+WITNESS_OF = {'tcp_retransmit_skb': WITNESS_PROGRAMS[:3], 'tcp_retransmit_synack': WITNESS_PROGRAMS[3:6]}
+# A TCP socket's move to TCP_CLOSE (where the agent settles what its retransmit events missed):
+# the instance records it (filtered in the kernel), and w_close_btf runs where BPF programs on
+# that tracepoint do, the agent's set_state among them.
+CLOSE = 'inet_sock_set_state'
+CLOSE_FILTER = 'protocol == 6 && newstate == 7'  # IPPROTO_TCP, TCP_CLOSE (include/net/tcp_states.h)
+CLOSE_WITNESS = 'w_close_btf'
 LOG_PER_CPU = 16384  # tcp_witness.bpf.c
 SAMPLE_S = 0.02
 # An event this close to a mark may have run before or after its read of the run counts (the
@@ -69,7 +76,10 @@ class Event:
         self.ts = int(m.group('sec')) * 1000000000 + int(m.group('usec').ljust(9, '0')[:9])
         self.tracepoint = m.group('event')
         self.fields = dict(FIELD.findall(m.group('body')))
-        self.sk = int(self.fields.get('skaddr', '0'), 16)
+        self.sk = int(self.fields.get('skaddr', '0'), 16)  # inet_sock_set_state prints none: 0
+        # The connection, as its end's socket sees it; with sk, one socket's life (a freed socket's
+        # address is soon another connection's).
+        self.conn = tuple(self.fields.get(k) for k in ('saddr', 'sport', 'daddr', 'dport'))
         self.line = m.group(0).strip()
 
 
@@ -249,8 +259,12 @@ class TcpWitness:
         return self
 
     def _enable(self, on):
-        for tracepoint in AGENT_PROGRAMS:
-            with open(os.path.join(self.dir, 'events', 'tcp', tracepoint, 'enable'), 'w') as f:
+        close = os.path.join(self.dir, 'events', 'sock', CLOSE)
+        if on == '1':
+            with open(os.path.join(close, 'filter'), 'w') as f:
+                f.write(CLOSE_FILTER)
+        for path in [os.path.join(self.dir, 'events', 'tcp', tp) for tp in AGENT_PROGRAMS] + [close]:
+            with open(os.path.join(path, 'enable'), 'w') as f:
                 f.write(on)
 
     def agent_programs(self, agent_pid):
@@ -341,7 +355,7 @@ class TcpWitness:
             m = self.mark(read)
             time.sleep(2 * GUARD_NS / 1e9)
             events, _ = self.events()
-            if not any(own(e) and m.t0 - GUARD_NS <= e.ts <= m.t1 + GUARD_NS for e in events):
+            if not any(e.tracepoint in AGENT_PROGRAMS and own(e) and m.t0 - GUARD_NS <= e.ts <= m.t1 + GUARD_NS for e in events):
                 return m
             if time.time() > deadline:
                 fail('witness: the test\'s sockets retransmitted at every read for %d s' % limit_s)
@@ -394,6 +408,11 @@ class TcpWitness:
             acc['S_own'] = (lo, hi)
             if witness_log is not None:
                 acc['witness'] = _witness_account(tp, a, b, inside, witness_log)
+            if tp == 'tcp_retransmit_skb':
+                # The closes of the test's sockets from the window's start on (a skipped event's
+                # socket may close after the end's read), and whether a BPF program ran for each.
+                acc['closes'] = [(e, _close_ran(e, mine, witness_log)) for e in events
+                                 if e.tracepoint == CLOSE and own(e) and e.ts > start.t0 - GUARD_NS]
             out[tp] = acc
         return out
 
@@ -405,8 +424,9 @@ class TcpWitness:
         attributable, else anywhere within its bounds). UNIT 'segments' (tcp_retransmit_skb: the
         agent adds a socket's tp->total_retrans growth at each event, so a skipped event's
         segments come with the socket's next run, or its close): AGENT == KERNEL unless a
-        skipped event of the test's could be its socket's last one in the window (RECOVERED, if
-        given, says its socket closed under the agent: settled), then AGENT <= KERNEL."""
+        skipped event of the test's could be its socket's last one in the window and the socket
+        did not close with a BPF program run for its close (where the agent settles it; RECOVERED,
+        if given, says its socket closed under the agent: settled), then AGENT <= KERNEL."""
         a = account[tracepoint]
         s_lo, s_hi = a['S_own']
         unrun = _unrun(a)
@@ -431,7 +451,7 @@ class TcpWitness:
             if not s_lo <= kernel - agent <= s_hi:
                 problems.append('agent %d + skipped %s != kernel %d' % (agent, (s_lo, s_hi), kernel))
         else:
-            last = possibly_last(a)
+            last = unsettled(a)
             if recovered:
                 last = [e for e in last if not recovered(e)]
             if not last and agent != kernel:
@@ -441,6 +461,9 @@ class TcpWitness:
             elif agent < kernel:
                 print('%s: %d segments short, explained by skipped events that were their sockets\' last: %s'
                       % (what, kernel - agent, [e.line for e in last]), flush=True)
+        if a['S'] and unit == 'segments':
+            for e in [x for got, _ in a['short'] for x in got if x in a['own_events']]:
+                print('  the socket of %s after it:\n%s' % (e.line, after_text(a, e)), flush=True)
         if problems:
             if a['before']:
                 print('%s: the test\'s events in the 5 s before the window (%d), the last: %s'
@@ -457,11 +480,24 @@ class TcpWitness:
             f.write(self.stats_were)
 
 
-def _ran_for(entries, e):
-    """Whether a run in ENTRIES (one program's [(ts, sk)] on E's CPU, sorted) is event E's: its
-    socket, within MATCH_NS."""
-    i = bisect.bisect_left(entries, (e.ts - MATCH_NS, 0))
-    return any(sk == e.sk for _, sk in itertools.takewhile(lambda x: x[0] <= e.ts + MATCH_NS, entries[i:]))
+def _ran_for(entries, ts, sock):
+    """Whether a run in ENTRIES (one program's [(ts, sk)] on the event's CPU, sorted) is that of
+    the event at TS on socket SOCK: its socket, within MATCH_NS."""
+    i = bisect.bisect_left(entries, (ts - MATCH_NS, 0))
+    return any(sk == sock for _, sk in itertools.takewhile(lambda x: x[0] <= ts + MATCH_NS, entries[i:]))
+
+
+def _close_ran(close, retransmits, witness_log):
+    """Whether a BPF program ran for CLOSE (a TCP_CLOSE event: tracefs prints no socket, the
+    socket is that of the connection's retransmits in RETRANSMITS): True, False, or None where
+    it cannot be judged (no witness programs, the log's horizon, no retransmit to name the socket)."""
+    before = [e for e in retransmits if e.conn == close.conn and e.ts < close.ts]
+    if witness_log is None or not before:
+        return None
+    runs_log, complete_from = witness_log
+    if close.ts < complete_from.get(close.cpu, 0) + MATCH_NS:
+        return None
+    return _ran_for(runs_log.get(CLOSE_WITNESS, {}).get(close.cpu, []), close.ts, before[-1].sk)
 
 
 def unrun_tail(events, own, witness_log):
@@ -476,7 +512,7 @@ def unrun_tail(events, own, witness_log):
     for e in reversed(mine):
         if e.ts < complete_from.get(e.cpu, 0) + MATCH_NS:
             break
-        if any(_ran_for(runs_log.get(prog, {}).get(e.cpu, []), e) for prog in WITNESS_OF['tcp_retransmit_skb'][:2]):
+        if any(_ran_for(runs_log.get(prog, {}).get(e.cpu, []), e.ts, e.sk) for prog in WITNESS_OF['tcp_retransmit_skb'][:2]):
             break
         tail.append(e)
     return tail[::-1]
@@ -522,20 +558,44 @@ def _unrun(acc):
     return [e for e in acc['events'] if id(e) in both]
 
 
+def _close_of(acc, e):
+    """The first close of E's socket after E, and whether a BPF program ran for it; (None, None)
+    while the socket is open (or without closes in ACC)."""
+    return next(((c, ran) for c, ran in acc.get('closes', ()) if c.conn == e.conn and c.ts > e.ts), (None, None))
+
+
+def _same_socket_later(acc, e):
+    """The test's events on E's socket after E and before its close (the same address and the
+    same connection: a freed socket's address is soon another's)."""
+    close, _ = _close_of(acc, e)
+    return [x for x in acc['own_events'] if x.sk == e.sk and x.conn == e.conn and x.ts > e.ts
+            and (close is None or x.ts < close.ts)]
+
+
 def possibly_last(acc):
     """The test's events (in ACC, an account's entry for a tracepoint) in short intervals that no
     later run of the test's on the same socket follows within the window: if one of them was the
-    skipped one, its segments are not counted, and the agent's latest state of that socket is an
-    earlier event's."""
+    skipped one, the agent's latest state of that socket is an earlier event's."""
     short_ids = {id(e) for got, _ in acc['short'] for e in got}
-    out = []
-    for e in acc['own_events']:
-        if id(e) not in short_ids:
-            continue
-        later = [x for x in acc['own_events'] if x.sk == e.sk and x.ts > e.ts and id(x) not in short_ids]
-        if not later:
-            out.append(e)
-    return out
+    return [e for e in acc['own_events'] if id(e) in short_ids
+            and not any(id(x) not in short_ids for x in _same_socket_later(acc, e))]
+
+
+def unsettled(acc):
+    """possibly_last() less the events whose socket then closed with a BPF program run for its
+    close (the agent's settle_at_close added what its retransmit events missed): a skipped one
+    of these leaves its segments uncounted."""
+    return [e for e in possibly_last(acc) if _close_of(acc, e)[1] is not True]
+
+
+def after_text(acc, e):
+    """E's socket after E: its later retransmits and its close, each with whether a BPF program
+    ran for it (as far as the witness can tell)."""
+    close, ran = _close_of(acc, e)
+    out = ['     ' + x.line for x in _same_socket_later(acc, e)]
+    if close is not None:
+        out.append('     %s [a BPF program ran for it: %s]' % (close.line, {True: 'yes', False: 'no', None: 'not judged'}[ran]))
+    return '\n'.join(out) or '     (nothing: the socket was still open at the end, not retransmitting)'
 
 
 def figures(account, tracepoint):
@@ -547,6 +607,10 @@ def figures(account, tracepoint):
         line += '; witness programs ran %s' % ', '.join(
             '%s %d (%d of %d events without a run)' % (p, w['runs'], len(w['unrun']), w['judged'])
             for p, w in a['witness'].items())
+    if 'closes' in a:
+        verdicts = [ran for _, ran in a['closes']]
+        line += ('; the test\'s sockets closed %d times, a BPF program ran for %d, for none %d, not judged %d'
+                 % (len(verdicts), verdicts.count(True), verdicts.count(False), verdicts.count(None)))
     return line
 
 

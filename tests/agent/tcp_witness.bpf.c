@@ -4,7 +4,10 @@
  * tracepoint (tp_btf and raw_tp through the tracepoint's bpf_trace_run probe, a classic
  * tracepoint program through the trace event's perf probe) counts per CPU and logs every run
  * (time, CPU, socket), so that an event the kernel fired (tracefs has it) and the agent's program
- * did not run for can be told apart: lost by every BPF program on the tracepoint, or by ours. */
+ * did not run for can be told apart: lost by every BPF program on the tracepoint, or by ours.
+ * A TCP socket's move to TCP_CLOSE is logged the same way (the agent settles a socket's
+ * uncounted retransmits there: settle_at_close in bpf/tcp.bpf.c), so that a close the kernel
+ * ran no program for is told from one it did. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
@@ -13,6 +16,7 @@
 enum witness_prog {
 	SKB_BTF, SKB_RAW, SKB_TP,
 	SYNACK_BTF, SYNACK_RAW, SYNACK_TP,
+	CLOSE_BTF,
 	WITNESS_PROGS,
 };
 
@@ -103,6 +107,16 @@ SEC("tracepoint/tcp/tcp_retransmit_synack")
 int w_synack_tp(struct trace_event_raw_tcp_retransmit_synack *ctx)
 {
 	return note(SYNACK_TP, BPF_CORE_READ(ctx, skaddr));
+}
+
+#define IPPROTO_TCP 6
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(w_close_btf, const struct sock *sk, int oldstate, int newstate)
+{
+	if (newstate != TCP_CLOSE || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+		return 0;
+	return note(CLOSE_BTF, sk);
 }
 
 char LICENSE[] SEC("license") = "GPL";

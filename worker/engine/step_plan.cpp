@@ -41,7 +41,8 @@ StepPlan plan_step(std::span<const PlanCandidate> queue, const StepRules& rules,
     // batch waits in prefill, the target shrinks again.
     const int batch = std::max(plan.decode_tokens, static_cast<int>(queue.size()));
     plan.target_seconds = step_target_seconds(rules.target, cost, batch, batch_rows);
-    room = plan.target_seconds - cost.decode_seconds(plan.decode_tokens, plan.decode_kv_rows);
+    // Planned so that the target holds for all but the worst steps, not for the average one.
+    room = plan.target_seconds / cost.overrun() - cost.decode_seconds(plan.decode_tokens, plan.decode_kv_rows);
   }
   const auto first_prompt = std::find_if(queue.begin(), queue.end(), [](const PlanCandidate& c) { return !c.decoding; });
   plan.prefill_budget =

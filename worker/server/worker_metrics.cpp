@@ -216,6 +216,9 @@ void WorkerMetrics::scrape_step_target(const StepTargetStats& now) {
                                                    StepTargetStats::kChunkBounds.end());
     step_series_ = std::make_unique<StepTargetSeries>(StepTargetSeries{
         &cost.Add({{"part", "decode_step"}}), &cost.Add({{"part", "prefill_token"}}), &cost.Add({{"part", "kv_row"}}),
+        &gauge("vigil_worker_step_cost_overrun_ratio",
+               "How much longer than the cost model predicts a step of decodes and prompt tokens runs, bar the "
+               "worst 2 %: the engine sizes prompt chunks to the step latency target divided by it."),
         &gauge("vigil_worker_step_latency_target_attainable",
                "1 when a decode-only step of the current batch fits engine.step_latency_target, 0 when even "
                "that is longer (the target cannot be met: raise it or run fewer sequences)."),
@@ -232,6 +235,7 @@ void WorkerMetrics::scrape_step_target(const StepTargetStats& now) {
   t.decode_step->Set(now.decode_step_seconds);
   t.prefill_token->Set(now.prefill_token_seconds);
   t.kv_row->Set(now.kv_row_seconds);
+  t.overrun->Set(now.overrun_ratio);
   t.attainable->Set(now.attainable ? 1 : 0);
   advance(*t.steps, t.seen.steps, now.steps);
   advance(*t.steps_over, t.seen.steps_over, now.steps_over);

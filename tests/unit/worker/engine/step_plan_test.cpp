@@ -152,6 +152,25 @@ TEST(StepPlan, TheBudgetFollowsTheMachineWhenItSlowsDown) {
   EXPECT_NEAR(slow.prefill_budget, 40, 1);
 }
 
+TEST(StepPlan, PromptsAreSizedSoThatTheTargetHoldsWithTheLearnedOverrun) {
+  // Steps of 16 prompt tokens beside decodes took 26 to 52 ms (a noisy neighbour): the model
+  // learns their mean, 39 ms, and that the worst of them run a third over it; the plan leaves that
+  // headroom, so a step that overruns as the worst did still ends within the target.
+  StepCostModel cost = learned(10, 1);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> noise(1.0, 2.0);
+  for (int i = 0; i < 3000; ++i) {
+    cost.observe({3, 16}, 26 * kMs * noise(rng));
+    cost.observe({3, 0}, 10 * kMs);
+  }
+  ASSERT_GT(cost.overrun(), 1.25);
+  const std::vector<PlanCandidate> q{decode(), decode(), decode(), prompt(500)};
+  const StepPlan p = plan_step(q, {.max_tokens = 256, .max_prefill_chunk = 0, .target = StepLatencyTarget::automatic()}, cost);
+  EXPECT_LE(cost.predict(p.shape()) * cost.overrun(), p.target_seconds + 1e-9);
+  // The mean prediction alone would have allowed more.
+  EXPECT_LT(p.prefill_tokens, cost.prompt_fit(p.target_seconds - cost.decode_seconds(3, 0), 0, 0, 0, 256));
+}
+
 // The rules on random queues: decodes never skipped for prompts, the plan never over its budget,
 // and a step short of its prompt budget only when no prompt token is left.
 TEST(StepPlan, RandomQueuesKeepTheRules) {

@@ -42,9 +42,9 @@ for auto in auto ""; do
   awk -v t="${target:-0}" 'BEGIN {exit !(t > 0 && t <= 0.1)}' ||
     { echo "auto: vigil_worker_step_latency_target_seconds is '${target}', not a learned step"; exit 1; }
   grep -qx "vigil_worker_step_latency_target_attainable 1" <<<"$metrics" || { echo "auto: attainable is not 1"; exit 1; }
-  overrun=$(awk '$1 == "vigil_worker_step_cost_overrun_ratio" {print $2}' <<<"$metrics")
-  awk -v r="${overrun:-0}" 'BEGIN {exit !(r >= 1 && r <= 2)}' ||
-    { echo "auto: vigil_worker_step_cost_overrun_ratio is '${overrun}', not within [1, 2]"; exit 1; }
+  overrun=$(awk '$1 == "vigil_worker_step_cost_seconds{part=\"overrun\"}" {print $2}' <<<"$metrics")
+  awk -v r="${overrun:--1}" 'BEGIN {exit !(r >= 0 && r < 1)}' ||
+    { echo "auto: vigil_worker_step_cost_seconds{part=\"overrun\"} is '${overrun}', not a learned margin"; exit 1; }
   echo "auto (${auto:-the default}): the learned target ${target} s is on /metrics, attainable"
   serve_stop
 done

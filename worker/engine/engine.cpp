@@ -359,7 +359,7 @@ void Engine::account_step(const StepPlan& step, double seconds) {
   t.target_seconds = step.target_seconds;
   t.decode_step_seconds = step_cost_.decode_seconds(step.decode_tokens, step.decode_kv_rows);
   t.kv_row_seconds = step_cost_.kv_row_seconds();
-  t.overrun_ratio = step_cost_.overrun();
+  t.overrun_seconds = step_cost_.overrun_seconds();
   if (step.prefill_tokens > 0) t.prefill_token_seconds = step_cost_.prefill_token_seconds(step.prefill_tokens);
   t.attainable = t.decode_step_seconds <= t.target_seconds;
   ++t.steps;

@@ -76,7 +76,7 @@ struct StepTargetStats {
   double decode_step_seconds = 0;    // learned: a decode-only step of the latest step's decodes
   double prefill_token_seconds = 0;  // learned: one prompt token beside them, in the latest step's chunk
   double kv_row_seconds = 0;         // learned: the attention's cost a cached K/V row
-  double overrun_ratio = 1;          // learned: the planner's headroom (StepCostModel::overrun)
+  double overrun_seconds = 0;        // learned: the planner's headroom (StepCostModel::overrun_seconds)
   bool attainable = true;            // a decode-only step fits the target
   uint64_t steps = 0;                // steps that held decodes, target on
   uint64_t steps_over = 0;           // ... that took longer than the target

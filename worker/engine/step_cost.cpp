@@ -20,12 +20,11 @@ constexpr double kPrefillStep = 0.2;
 // other sizes or depths are seen.
 constexpr double kRidgeTokens = 1.0;
 constexpr double kRidgeRows = 32.0 * 32.0;
-// The overrun quantile moves in log space by this much times the quantile when a step runs over
-// it and times its complement when not: it settles where kOverrunQuantile of the steps stay
-// within it, rising ~5 % an overrun and easing ~0.1 % a step within.
+// The overrun quantile moves by this share of the step's prediction, times the quantile when the
+// step runs over it and times its complement when not: it settles where kOverrunQuantile of the
+// steps stay within it, in moves of the machine's own scale (milliseconds on a CPU, less on a GPU).
 constexpr double kOverrunRate = 0.05;
-constexpr double kOverrunMaxLog = 0.6931471805599453;  // log 2: prompts keep half the room at worst
-constexpr double kOverrunTolerance = 1e-6;              // rounding is no overrun
+constexpr double kOverrunTolerance = 1e-6;  // of the prediction: rounding is no overrun
 
 }  // namespace
 
@@ -60,10 +59,10 @@ void StepCostModel::observe(const StepShape& step, double seconds) {
   // A class seen for the first time was priced at a neighbour's: a miss of learning, not of noise.
   if (step.decode_tokens > 0 && learned_[c]) {
     const double predicted = predict(step);
-    if (predicted > 0 && seconds > 0) {
-      const bool over = std::log(seconds / predicted) > log_overrun_ + kOverrunTolerance;
-      log_overrun_ += kOverrunRate * (over ? kOverrunQuantile : -(1 - kOverrunQuantile));
-      log_overrun_ = std::clamp(log_overrun_, 0.0, kOverrunMaxLog);
+    if (predicted > 0) {
+      const bool over = seconds - predicted > overrun_ + kOverrunTolerance * predicted;
+      overrun_ += kOverrunRate * predicted * (over ? kOverrunQuantile : -(1 - kOverrunQuantile));
+      overrun_ = std::max(0.0, overrun_);
     }
   }
   // The step without its prompt tokens costs what a decode step of its decodes (at least one:
@@ -113,8 +112,6 @@ double StepCostModel::decode_seconds(int decode_tokens, int64_t kv_rows) const {
   const Plane p = fit(w_, sx_, sr_, sy_, sxx_, srr_, sxr_, sxy_, sry_);
   return std::max(0.0, p.mean_y + p.b * (decode_tokens - p.mean_x) + p.c * (static_cast<double>(kv_rows) - p.mean_r));
 }
-
-double StepCostModel::overrun() const { return std::exp(log_overrun_); }
 
 double StepCostModel::kv_row_seconds() const {
   return w_ == 0 ? 0 : fit(w_, sx_, sr_, sy_, sxx_, srr_, sxr_, sxy_, sry_).c;

@@ -51,13 +51,15 @@ class StepCostModel {
   // seconds beside prompt tokens already in the step (`tokens_before`, reading `rows_before`);
   // max_tokens while no prompt-token cost is learned.
   int prompt_fit(double room, int tokens_before, int64_t rows_before, int start, int max_tokens) const;
-  // How much longer than predicted a step of decodes and prompt tokens runs at worst, bar
-  // 1 - kOverrunQuantile of them: that quantile of actual / predicted over recent such steps, at
-  // least 1 (1 until one is seen). A plan to the mean prediction overruns a target in a share of
-  // steps its streams feel (1.5 % of them at 0.8x of saturation, docs/performance.md: ITL P99
-  // over the ceiling); the planner divides the target by this.
+  // How much longer than predicted a step of decodes and prompt tokens runs, bar the worst
+  // 1 - kOverrunQuantile: that quantile of actual - predicted over recent such steps, in seconds,
+  // at least 0. A plan to the mean prediction overran its target in 1.5 % of steps at 0.8x of
+  // saturation, which put ITL P99 over the ceiling (docs/performance.md); the planner leaves this
+  // much of the target unplanned. Seconds, not a ratio: what delays a step on a busy machine (a
+  // thread preempted, a page fault) adds time whatever the step's size, and a ratio learned on
+  // small steps (x1.5-1.8 at 0.8x) took 40 % of the room of large ones.
   static constexpr double kOverrunQuantile = 0.98;
-  double overrun() const;
+  double overrun_seconds() const { return overrun_; }
 
  private:
   // A class's chunks are priced at the dearer of its own rate and the next class's, which bounds
@@ -68,7 +70,7 @@ class StepCostModel {
   double w_ = 0, sx_ = 0, sr_ = 0, sy_ = 0, sxx_ = 0, srr_ = 0, sxr_ = 0, sxy_ = 0, sry_ = 0;
   std::array<double, kChunkClassStart.size()> prefill_token_{};  // seconds a token, per class
   std::array<bool, kChunkClassStart.size()> learned_{};
-  double log_overrun_ = 0;  // the quantile's estimate, of log(actual / predicted)
+  double overrun_ = 0;  // the quantile's estimate
 };
 
 }  // namespace vigil

@@ -78,8 +78,8 @@ struct StepPlan {
 // The rules, in order:
 //  1. every decoding sequence gets its one token, in policy order, while max_tokens lasts;
 //  2. with decodes in the step and the target on, prompts get, in policy order, what the cost model
-//     predicts fits the target beside them, the prediction raised by its learned overrun (the
-//     target holds for all but the worst 1 - kOverrunQuantile of steps), each priced at its own positions (a chunk deep in a
+//     predicts fits the target less its learned overrun (so that it holds for all but the worst
+//     1 - kOverrunQuantile of steps; at most half the target) beside them, each priced at its own positions (a chunk deep in a
 //     long prompt reads more K/V rows), at least one token (prompts always advance); a multiple
 //     applies to the decode step of the whole running batch (every sequence decoding at the end of
 //     what it holds now); without decodes, or with the target off, prompts take, in policy order,

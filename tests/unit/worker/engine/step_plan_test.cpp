@@ -154,7 +154,7 @@ TEST(StepPlan, TheBudgetFollowsTheMachineWhenItSlowsDown) {
 
 TEST(StepPlan, PromptsAreSizedSoThatTheTargetHoldsWithTheLearnedOverrun) {
   // Steps of 16 prompt tokens beside decodes took 26 to 52 ms (a noisy neighbour): the model
-  // learns their mean, 39 ms, and that the worst of them run a third over it; the plan leaves that
+  // learns their mean, 39 ms, and that the worst of them run ~12 ms over it; the plan leaves that
   // headroom, so a step that overruns as the worst did still ends within the target.
   StepCostModel cost = learned(10, 1);
   std::mt19937 rng(3);
@@ -163,12 +163,28 @@ TEST(StepPlan, PromptsAreSizedSoThatTheTargetHoldsWithTheLearnedOverrun) {
     cost.observe({3, 16}, 26 * kMs * noise(rng));
     cost.observe({3, 0}, 10 * kMs);
   }
-  ASSERT_GT(cost.overrun(), 1.25);
+  ASSERT_GT(cost.overrun_seconds(), 10 * kMs);
   const std::vector<PlanCandidate> q{decode(), decode(), decode(), prompt(500)};
   const StepPlan p = plan_step(q, {.max_tokens = 256, .max_prefill_chunk = 0, .target = StepLatencyTarget::automatic()}, cost);
-  EXPECT_LE(cost.predict(p.shape()) * cost.overrun(), p.target_seconds + 1e-9);
+  EXPECT_LE(cost.predict(p.shape()) + cost.overrun_seconds(), p.target_seconds + 1e-9);
   // The mean prediction alone would have allowed more.
   EXPECT_LT(p.prefill_tokens, cost.prompt_fit(p.target_seconds - cost.decode_seconds(3, 0), 0, 0, 0, 256));
+}
+
+TEST(StepPlan, PromptsKeepHalfTheTargetOnAMachineTooNoisyForIt) {
+  // One step in ten ran 60 ms over its prediction, more than the 50 ms target: no margin could
+  // cover it, and prompts still get what fits in half the target.
+  StepCostModel cost = learned(10, 1);
+  for (int i = 0; i < 3000; ++i) {
+    cost.observe({3, 16}, (26 + (i % 10 ? 0 : 60)) * kMs);
+    cost.observe({3, 0}, 10 * kMs);
+  }
+  ASSERT_GT(cost.overrun_seconds(), 50 * kMs);
+  const std::vector<PlanCandidate> q{decode(), decode(), decode(), prompt(500)};
+  const StepPlan p = plan_step(q, {.max_tokens = 256, .max_prefill_chunk = 0, .target = StepLatencyTarget::automatic()}, cost);
+  EXPECT_NEAR(p.target_seconds, 50 * kMs, 1e-9);
+  EXPECT_LE(cost.predict(p.shape()), p.target_seconds / 2 + 1e-9);
+  EXPECT_GT(p.prefill_tokens, 1);
 }
 
 // The rules on random queues: decodes never skipped for prompts, the plan never over its budget,

@@ -68,8 +68,13 @@ if ((beside)); then
       -d '{"prompt":"Tell me about the sea","max_tokens":32,"stream":true}' || sleep 1
   done) &
   pids+=($!)
-  (echo; sleep infinity) | "$build/tests/standins/cuda_workload" hold 64 >"$logs/cuda_workload.log" 2>&1 &
+  # Fed from a FIFO this script holds open (a line starts it; its exit ends it): a pipeline from
+  # `sleep infinity` outlived the run, and waiting for it hung the cleanup, leaving the pins.
+  mkfifo "$logs/hold"
+  "$build/tests/standins/cuda_workload" hold 64 <"$logs/hold" >"$logs/cuda_workload.log" 2>&1 &
   pids+=($!)
+  exec 9>"$logs/hold"
+  echo >&9
   if [[ $(id -u) -eq 0 ]]; then
     agent_port=$(free_port)
     "$build/agent/vigil-agent" --listen "127.0.0.1:$agent_port" >"$logs/agent.log" 2>&1 &

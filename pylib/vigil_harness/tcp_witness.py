@@ -355,7 +355,8 @@ class TcpWitness:
             m = self.mark(read)
             time.sleep(2 * GUARD_NS / 1e9)
             events, _ = self.events()
-            if not any(e.tracepoint in AGENT_PROGRAMS and own(e) and m.t0 - GUARD_NS <= e.ts <= m.t1 + GUARD_NS for e in events):
+            if not any(e.tracepoint in AGENT_PROGRAMS and own(e) and m.t0 - GUARD_NS <= e.ts <= m.t1 + GUARD_NS
+                       for e in events):
                 return m
             if time.time() > deadline:
                 fail('witness: the test\'s sockets retransmitted at every read for %d s' % limit_s)
@@ -512,7 +513,8 @@ def unrun_tail(events, own, witness_log):
     for e in reversed(mine):
         if e.ts < complete_from.get(e.cpu, 0) + MATCH_NS:
             break
-        if any(_ran_for(runs_log.get(prog, {}).get(e.cpu, []), e.ts, e.sk) for prog in WITNESS_OF['tcp_retransmit_skb'][:2]):
+        if any(_ran_for(runs_log.get(prog, {}).get(e.cpu, []), e.ts, e.sk)
+               for prog in WITNESS_OF['tcp_retransmit_skb'][:2]):
             break
         tail.append(e)
     return tail[::-1]
@@ -594,7 +596,8 @@ def after_text(acc, e):
     close, ran = _close_of(acc, e)
     out = ['     ' + x.line for x in _same_socket_later(acc, e)]
     if close is not None:
-        out.append('     %s [a BPF program ran for it: %s]' % (close.line, {True: 'yes', False: 'no', None: 'not judged'}[ran]))
+        verdict = {True: 'yes', False: 'no', None: 'not judged'}[ran]
+        out.append('     %s [a BPF program ran for it: %s]' % (close.line, verdict))
     return '\n'.join(out) or '     (nothing: the socket was still open at the end, not retransmitting)'
 
 

@@ -25,7 +25,9 @@ if [[ $# -ne 2 || ! $2 =~ ^[1-9][0-9]*$ ]]; then
 fi
 name=$1 runs=$2
 # The list may hold its fixtures' setup tests too (nvidia_libs before the real-library tests).
-if ! ctest --test-dir "$build" -N -R "^${name}\$" | grep -Eq "Test +#[0-9]+: ${name}\$"; then
+# Listed first, then matched: with pipefail, 'grep -q' leaving early would fail ctest with SIGPIPE.
+listed=$(ctest --test-dir "$build" -N -R "^${name}\$")
+if ! grep -Eq "Test +#[0-9]+: ${name}\$" <<<"$listed"; then
   echo "stress: no test named '$name' in $build (ctest --test-dir $build -N lists them)" >&2
   exit 2
 fi

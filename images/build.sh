@@ -11,11 +11,15 @@
 #
 # usage: images/build.sh [agent|worker|worker-cuda ...]   (default: agent worker, + worker-cuda
 #        when nvcc is present); IMAGE_PREFIX=vigil; prints each image's size.
+#        AGENT_BIN=PATH puts that vigil-agent in the agent's image instead of a Release build of
+#        its own: the suite packs the binary it has just tested (the dev build's, -O2 -g, stripped
+#        on install as Debian ships its packages) and saves a third compile of the agent.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 version=$(sed -n 's/^project(vigil VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
 prefix=${IMAGE_PREFIX:-vigil}
 work="$root/build/images"
+mkdir -p "$work"
 suite=bookworm
 mirrors=("deb http://deb.debian.org/debian $suite main"
          "deb http://deb.debian.org/debian $suite-updates main"
@@ -86,8 +90,13 @@ commit() {  # commit DIR IMAGE USER ENTRYPOINT-JSON CMD-JSON [PORT]
 for target in "${targets[@]}"; do
   case $target in
     agent)
-      build "$work/cpu" OFF vigil-agent
-      image_root "$work/agent-root" "$work/cpu/agent/vigil-agent" vigil-agent
+      bin=${AGENT_BIN:-}
+      if [[ -z $bin ]]; then
+        build "$work/cpu" OFF vigil-agent
+        bin="$work/cpu/agent/vigil-agent"
+      fi
+      [[ -x $bin ]] || { echo "images: AGENT_BIN=$bin is not an executable" >&2; exit 1; }
+      image_root "$work/agent-root" "$bin" vigil-agent
       commit "$work/agent-root" "$prefix/agent:$version" 0 '["/usr/local/bin/vigil-agent"]' \
         '["--config", "/etc/vigil/agent.yaml"]' 9435
       ;;

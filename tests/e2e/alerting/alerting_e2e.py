@@ -4,7 +4,8 @@ Prometheus running the rules of alerts/ (windows shortened), alerting a real Ale
 the routing of deploy/alertmanager, whose receivers are this test's webhook.
   1. GPU: a process on the stand-in libcuda makes small allocations while its cuGraphLaunch calls
      fail -> the P1 VigilGpuFragmentationGraphFailures reaches the paging receivers (PagerDuty
-     and webhook) with exact labels, not the ticket receiver; failures stop -> resolved arrives.
+     and webhook) with exact labels, not the ticket receiver; failures stop -> resolved arrives
+     (awaited after phase 2, which runs during the failures' window; the process still runs).
   2. TCP: an NCCL process (real libnccl.so.2) streams between two network namespaces; the link is
      blackholed -> the P1 VigilNcclTcpTimeoutRiskHigh pages for that pid; the process aborts its
      communicator while TCP backs off -> the P1 VigilNcclTcpCorrelatedTimeouts pages; the link
@@ -37,6 +38,7 @@ STANDINS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 
 NCCL_LIB = '/usr/local/cuda/lib64/libnccl.so.2'
 LIBM = '/lib/x86_64-linux-gnu/libm.so.6'
 COLLECTIVE_TIMEOUT_S = 10
+GPU_ALERT = 'VigilGpuFragmentationGraphFailures'
 # Short windows so a fault fires and resolves in seconds; thresholds and expressions unchanged.
 RULE_OVERRIDES = {'graphFailuresWindow': '20s', 'p1For': '5s', 'timeoutRiskFor': '3s',
                   'correlatedTimeoutWindow': '20s', 'correlatedFor': '3s', 'fleetHistogramInterval': '1s'}
@@ -183,25 +185,18 @@ def expect_resolved(stack, alertname, pid, still_running):
     return t
 
 
-def gpu_phase(stack, agent, libcuda, rules, base):
-    fault = subprocess.Popen([sys.executable, os.path.join(STANDINS, 'gpu_fault.py'), libcuda],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        pid = int(fault.stdout.readline().split('pid=')[1])
-        ident = wait_for('agent sees the GPU process', lambda: process_labels(agent, 'gpu_memory_fragmentation_ratio', pid), 20)
-        start = time.time()
-        expect_page(stack, 'VigilGpuFragmentationGraphFailures', dict(base, **ident, **rules['VigilGpuFragmentationGraphFailures']['labels'],
-                                                                    alertname='VigilGpuFragmentationGraphFailures'),
-                    rules['VigilGpuFragmentationGraphFailures'])
-        print("  %.1f s from the first failure to the page" % (time.time() - start))
-        fault.stdin.write('off\n')
-        fault.stdin.flush()
-        off = time.time()
-        expect_resolved(stack, 'VigilGpuFragmentationGraphFailures', pid, lambda: fault.poll() is None)
-        print("  %.1f s from the last failure to the resolved notification" % (time.time() - off))
-    finally:
-        fault.kill()
-        fault.wait()
+def gpu_phase(stack, agent, fault, rules, base):
+    """Pages on FAULT's graph failures, then turns them off; returns FAULT's pid and when. FAULT
+    keeps running: its resolve (the failures' 20 s window) is awaited after the TCP phase, which
+    runs meanwhile instead of waiting beside it."""
+    pid = int(fault.stdout.readline().split('pid=')[1])
+    ident = wait_for('agent sees the GPU process', lambda: process_labels(agent, 'gpu_memory_fragmentation_ratio', pid), 20)
+    start = time.time()
+    expect_page(stack, GPU_ALERT, dict(base, **ident, **rules[GPU_ALERT]['labels'], alertname=GPU_ALERT), rules[GPU_ALERT])
+    print("  %.1f s from the first failure to the page" % (time.time() - start))
+    fault.stdin.write('off\n')
+    fault.stdin.flush()
+    return pid, time.time()
 
 
 def tcp_phase(stack, agent, bulk, rules, base):
@@ -279,8 +274,16 @@ def main():
                 began = time.time()
                 wait_for('both targets up', lambda: stack.targets_up(['vigil-agent', 'vigil-worker']), 30)
                 base = {'cluster': 'e2e', 'node': 'e2e-node', 'instance': '127.0.0.1:%d' % agent.port}
-                gpu_phase(stack, agent, args.libcuda, rules, base)
-                tcp_phase(stack, agent, args.tcp_bulk, rules, base)
+                fault = subprocess.Popen([sys.executable, os.path.join(STANDINS, 'gpu_fault.py'), args.libcuda],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                try:
+                    pid, off = gpu_phase(stack, agent, fault, rules, base)
+                    tcp_phase(stack, agent, args.tcp_bulk, rules, base)
+                    arrived = expect_resolved(stack, GPU_ALERT, pid, lambda: fault.poll() is None)
+                    print("  %s: %.1f s from the last failure to the resolved notification" % (GPU_ALERT, arrived - off))
+                finally:
+                    fault.kill()
+                    fault.wait()
                 if worker.requests == 0:
                     fail("no completion succeeded during the run: the serving metrics would be empty")
                 if args.dashboards:

@@ -60,9 +60,9 @@ sys.stdin.readline()
 
 # Forks argv[2] idle children (killed with it: PR_SET_PDEATHSIG), each with as many lines of maps
 # as a fork of the test itself has (182: argv[1] mapped at offset 0 as often as it takes). Says
-# 'ready'; on a line on stdin kills and reaps them. A small interpreter (-S, collector frozen)
-# rather than the test: every fork write-protects the parent's memory and the parent's next writes
-# copy it, so a bigger, busier parent made 10,000 forks take 48 s in CI (8 s this way).
+# 'ready'; on a line on stdin kills and reaps them. A small interpreter (-S, collector off) rather
+# than the test's own: a fork copies the parent's page tables and the parent then copies each page
+# it writes, and 10,000 forks of the test took 48 s in CI, of this one 8 s (docs/performance.md).
 FORKER = r'''
 import ctypes, gc, os, signal, sys
 gc.disable()

@@ -1,6 +1,7 @@
 // What removing uprobes costs, the two ways a BPF program can hold them: N perf-event links (one
-// uprobe each, what libbpf 1.1's bpf_program__attach_uprobe_opts and _attach_usdt make), closed
-// from THREADS threads, against one uprobe_multi link with the same N offsets (Linux >= 6.6).
+// uprobe each, what libbpf 1.1's bpf_program__attach_uprobe_opts and _attach_usdt make) closed
+// from THREADS threads; N uprobe_multi links of one offset each (Linux >= 6.6), closed the same
+// way; and one uprobe_multi link with all N offsets.
 // No process maps FILE, so no breakpoint is written: only the registration is timed.
 //   cc -O2 -o /tmp/uprobe_detach_cost bench/uprobe_detach_cost.c -lbpf -lpthread
 //   cp /usr/bin/true /tmp/probed && /tmp/uprobe_detach_cost /tmp/probed 0x2600 40 1   (root)
@@ -49,7 +50,6 @@ static void perf_links(const char *file, unsigned long off0) {
   FILE *f = fopen("/sys/bus/event_source/devices/uprobe/type", "r");
   if (!f || fscanf(f, "%d", &type) != 1) perror("uprobe pmu type"), exit(1);
   fclose(f);
-  links = calloc(nlinks, sizeof(int));
   double t0 = now();
   for (int i = 0; i < nlinks; i++) {
     struct perf_event_attr a = {.size = sizeof(a), .type = type, .config1 = (unsigned long)file,
@@ -69,24 +69,38 @@ static void perf_links(const char *file, unsigned long off0) {
          t1 - t0, nthreads, t2 - t1, (t2 - t1) * 1e3 / nlinks);
 }
 
-static void multi_link(const char *file, unsigned long off0) {
-  int prog = load((enum bpf_attach_type)kTraceUprobeMulti);
-  unsigned long *offsets = calloc(nlinks, sizeof(*offsets));
-  for (int i = 0; i < nlinks; i++) offsets[i] = off0 + 16 * i;
+static int create_multi(int prog, const char *file, const unsigned long *offsets, int cnt) {
   struct link_create_uprobe_multi a;
   memset(&a, 0, sizeof(a));
   a.prog_fd = prog;
   a.attach_type = kTraceUprobeMulti;
   a.path = (unsigned long)file;
   a.offsets = (unsigned long)offsets;
-  a.cnt = nlinks;
-  double t0 = now();
+  a.cnt = cnt;
   int fd = syscall(SYS_bpf, BPF_LINK_CREATE, &a, sizeof(a));
   if (fd < 0) perror("BPF_LINK_CREATE uprobe_multi"), exit(1);
+  return fd;
+}
+
+static void multi_links(const char *file, unsigned long off0) {
+  int prog = load((enum bpf_attach_type)kTraceUprobeMulti);
+  unsigned long *offsets = calloc(nlinks, sizeof(*offsets));
+  for (int i = 0; i < nlinks; i++) offsets[i] = off0 + 16 * i;
+  double t0 = now();
+  for (int i = 0; i < nlinks; i++) links[i] = create_multi(prog, file, &offsets[i], 1);
   double t1 = now();
-  close(fd);
+  pthread_t th[64];
+  for (long k = 0; k < nthreads; k++) pthread_create(&th[k], NULL, close_some, (void *)k);
+  for (int k = 0; k < nthreads; k++) pthread_join(th[k], NULL);
   double t2 = now();
-  printf("uprobe_multi: %d uprobes, attach %.3f s, close %.3f s (one link)\n", nlinks, t1 - t0, t2 - t1);
+  printf("uprobe_multi: %d links of one uprobe, attach %.3f s, close from %d thread(s) %.3f s (%.1f ms a link)\n",
+         nlinks, t1 - t0, nthreads, t2 - t1, (t2 - t1) * 1e3 / nlinks);
+  t0 = now();
+  int fd = create_multi(prog, file, offsets, nlinks);
+  t1 = now();
+  close(fd);
+  t2 = now();
+  printf("uprobe_multi: one link of %d uprobes, attach %.3f s, close %.3f s\n", nlinks, t1 - t0, t2 - t1);
 }
 
 int main(int argc, char **argv) {
@@ -100,7 +114,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "N >= 1, 1 <= THREADS <= 64\n");
     return 2;
   }
+  links = calloc(nlinks, sizeof(*links));
   perf_links(argv[1], strtoul(argv[2], NULL, 0));
-  multi_link(argv[1], strtoul(argv[2], NULL, 0));
+  multi_links(argv[1], strtoul(argv[2], NULL, 0));
   return 0;
 }

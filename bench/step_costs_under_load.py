@@ -38,8 +38,9 @@ def main():
     ap.add_argument("--target", default="auto", help="engine.step_latency_target")
     ap.add_argument("--requests", type=int, default=80)
     ap.add_argument("--seed", type=int, default=800, help="bench/load.py latency's seed of a load point: 1000 x load")
+    ap.add_argument("--policy", default="fcfs", help="engine.policy (serve's default is token_budget)")
     a = ap.parse_args()
-    srv = load.Server("vigil", policy="fcfs", threads=2, target=a.target)
+    srv = load.Server("vigil", policy=a.policy, threads=2, target=a.target)
     stop = threading.Event()
 
     def watch():

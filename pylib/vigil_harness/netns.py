@@ -67,6 +67,13 @@ class Namespaces:
                         % ('' if percent >= 100 else 'numgen random mod 100 lt %d' % percent)):
                 sh('ip', 'netns', 'exec', ns, 'nft', cmd)
 
+    def dropped(self, ns):
+        """Packets the loss rule of namespace NS has dropped since nft() set it (its own counter):
+        the witness that a test's loss happened, apart from what TCP made of it."""
+        out = sh('ip', 'netns', 'exec', ns, 'nft', 'list', 'ruleset').stdout
+        counts = re.findall(r'counter packets (\d+) bytes \d+ drop', out)
+        return int(counts[0]) if counts else 0
+
     def drop_synacks(self, ns):
         """Drops every SYN-ACK arriving in namespace NS, until the next nft() call."""
         sh('ip', 'netns', 'exec', ns, 'nft', 'flush', 'ruleset')

@@ -156,9 +156,11 @@ def main():
             end = witness.settled_mark(lambda: (retrans_segs(nets.a), view(agent, sender.pid)), own)
             last = end.value[1]
             truth = end.value[0] - base
-            print('first agent: kernel RetransSegs %d, agent %s' % (truth, last))
+            dropped = nets.dropped(nets.b)
+            print('first agent: kernel RetransSegs %d, agent %s; the loss rule dropped %d packets' % (truth, last, dropped))
             if truth < 10:
-                fail('only %d retransmits with %d%% loss: the loss rule did not work' % (truth, LOSS_PERCENT))
+                fail('only %d retransmits with %d%% loss: the loss rule dropped %d packets of the step' %
+                     (truth, LOSS_PERCENT, dropped))
             if pins:
                 witness.check('first agent', witness.account(start, end, own), 'tcp_retransmit_skb',
                               last['retransmits'] - agent_base, truth, 'segments')

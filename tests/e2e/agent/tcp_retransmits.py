@@ -247,8 +247,8 @@ def check_refused(agent, nets, bulk, clients=20):
             fail("tcp_resets_total of refused_client still there %.1f s after its last member exited (two grace "
                  "periods, each followed by two whole housekeeping ticks; the last started %.2f s late)"
                  % (time.time() - exited, total(s, 'vigil_agent_housekeeping_lag_seconds')))
-        print("refused clients: group gone %.1f s after they exited" % (time.time() - exited))
-        print("refused clients: count kept past their grace period, group gone after the next")
+        print("refused clients: count kept past their grace period, group gone after the next (%.1f s after they "
+              "exited)" % (time.time() - exited))
     finally:
         shutil.rmtree(os.path.dirname(client))
 

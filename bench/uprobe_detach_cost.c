@@ -45,6 +45,12 @@ static void *close_some(void *arg) {
   return NULL;
 }
 
+static void close_all(void) {  // links[] from nthreads threads, each every nthreads-th
+  pthread_t th[64];
+  for (long k = 0; k < nthreads; k++) pthread_create(&th[k], NULL, close_some, (void *)k);
+  for (int k = 0; k < nthreads; k++) pthread_join(th[k], NULL);
+}
+
 static void perf_links(const char *file, unsigned long off0) {
   int prog = load(0), type;
   FILE *f = fopen("/sys/bus/event_source/devices/uprobe/type", "r");
@@ -61,9 +67,7 @@ static void perf_links(const char *file, unsigned long off0) {
     close(pfd);  // the link holds the event
   }
   double t1 = now();
-  pthread_t th[64];
-  for (long k = 0; k < nthreads; k++) pthread_create(&th[k], NULL, close_some, (void *)k);
-  for (int k = 0; k < nthreads; k++) pthread_join(th[k], NULL);
+  close_all();
   double t2 = now();
   printf("perf links:   %d uprobes, attach %.3f s, close from %d thread(s) %.3f s (%.1f ms a link)\n", nlinks,
          t1 - t0, nthreads, t2 - t1, (t2 - t1) * 1e3 / nlinks);
@@ -89,9 +93,7 @@ static void multi_links(const char *file, unsigned long off0) {
   double t0 = now();
   for (int i = 0; i < nlinks; i++) links[i] = create_multi(prog, file, &offsets[i], 1);
   double t1 = now();
-  pthread_t th[64];
-  for (long k = 0; k < nthreads; k++) pthread_create(&th[k], NULL, close_some, (void *)k);
-  for (int k = 0; k < nthreads; k++) pthread_join(th[k], NULL);
+  close_all();
   double t2 = now();
   printf("uprobe_multi: %d links of one uprobe, attach %.3f s, close from %d thread(s) %.3f s (%.1f ms a link)\n",
          nlinks, t1 - t0, nthreads, t2 - t1, (t2 - t1) * 1e3 / nlinks);

@@ -124,6 +124,7 @@ void Engine::calibrate() {
   // The largest chunk's: a one-token chunk's cost can be lost in one step's noise on a small model.
   step_target_.prefill_token_seconds = step_cost_.prefill_token_seconds(chunk_max);
   step_target_.kv_row_seconds = step_cost_.kv_row_seconds();
+  step_target_.prefill_kv_row_seconds = step_cost_.prefill_kv_row_seconds(chunk_max);
   step_target_.attainable = step_target_.decode_step_seconds <= step_target_.target_seconds;
 }
 
@@ -360,7 +361,10 @@ void Engine::account_step(const StepPlan& step, double seconds) {
   t.decode_step_seconds = step_cost_.decode_seconds(step.decode_tokens, step.decode_kv_rows);
   t.kv_row_seconds = step_cost_.kv_row_seconds();
   t.overrun_seconds = step_cost_.overrun_seconds();
-  if (step.prefill_tokens > 0) t.prefill_token_seconds = step_cost_.prefill_token_seconds(step.prefill_tokens);
+  if (step.prefill_tokens > 0) {
+    t.prefill_token_seconds = step_cost_.prefill_token_seconds(step.prefill_tokens);
+    t.prefill_kv_row_seconds = step_cost_.prefill_kv_row_seconds(step.prefill_tokens);
+  }
   t.attainable = t.decode_step_seconds <= t.target_seconds;
   ++t.steps;
   if (seconds > t.target_seconds) ++t.steps_over;

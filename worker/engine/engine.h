@@ -75,7 +75,8 @@ struct StepTargetStats {
   double ceiling_seconds = 0;        // with a multiple: the most it may be; 0: uncapped
   double decode_step_seconds = 0;    // learned: a decode-only step of the latest step's decodes
   double prefill_token_seconds = 0;  // learned: one prompt token beside them, in the latest step's chunk
-  double kv_row_seconds = 0;         // learned: the attention's cost a cached K/V row
+  double kv_row_seconds = 0;         // learned: the attention's cost a cached K/V row, for a decode
+  double prefill_kv_row_seconds = 0; // learned: ... for a prompt token, in the latest step's chunk
   double overrun_seconds = 0;        // learned: the planner's headroom (StepCostModel::overrun_seconds)
   bool attainable = true;            // a decode-only step fits the target
   uint64_t steps = 0;                // steps that held decodes, target on

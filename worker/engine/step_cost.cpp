@@ -1,6 +1,6 @@
-// StepCostModel: an exponentially weighted plane for decode-only steps (decode tokens, K/V rows
-// read) and an exponentially weighted marginal cost per prompt token for each class of chunk
-// sizes, learned from every step.
+// StepCostModel: one exponentially weighted, ridge-regularised least-squares fit of every step's
+// time on its shape (decode tokens, the K/V rows they read, and per class of chunk sizes the prompt
+// tokens and the rows they read), its coefficients kept at or above 0.
 #include "engine/step_cost.h"
 
 #include <algorithm>
@@ -9,22 +9,31 @@
 namespace vigil {
 namespace {
 
-// Each decode-only step keeps this share of the weight of the ones before it (an effective
-// memory of ~50 steps: a second or two of decoding), and each prompt-token estimate moves this
-// far toward the new one. A one-token chunk's sample is as noisy as the step it rode on; the
-// average over ~10 of its class's steps is what the budget reads.
-constexpr double kDecodeKeep = 0.98;
-constexpr double kPrefillStep = 0.2;
-// Ridge terms of the plane, in squared decode tokens and squared K/V rows: with little spread in
-// batch sizes or contexts a slope is unknown, and stays near 0 (the mean cost) until steps of
-// other sizes or depths are seen.
+// Each step keeps this share of the weight of the ones before it: an effective memory of ~50
+// steps, a second or two of decoding.
+constexpr double kKeep = 0.98;
+constexpr double kRowsUnit = 1000;  // the fit counts K/V rows in thousands
+// Ridge terms a unit of weight. The decodes' slopes, in squared decode tokens and squared
+// thousands of rows: with little spread in batch sizes or contexts a slope is unknown, and stays
+// near 0 (the mean cost) until steps of other sizes or depths are seen.
 constexpr double kRidgeTokens = 1.0;
-constexpr double kRidgeRows = 32.0 * 32.0;
+constexpr double kRidgeRows = (32.0 / kRowsUnit) * (32.0 / kRowsUnit);
+// A class's cost a prompt row is drawn toward the decodes' c, a unit of the class's weight: until
+// its steps' prompt rows vary by more than ~500 (the same chunk sizes at different depths), a row
+// costs what a decode's does (dearer: steps stay within the target while it learns).
+constexpr double kRidgePromptRows = 0.5 * 0.5;
+constexpr double kRidgePromptTokens = 1e-9;  // numerical only
+// A class whose steps weigh less than this (one step ~230 steps ago) borrows a neighbour's costs.
+constexpr double kLearnedWeight = 0.01;
 // The overrun quantile moves by this share of the step's prediction, times the quantile when the
 // step runs over it and times its complement when not: it settles where kOverrunQuantile of the
 // steps stay within it, in moves of the machine's own scale (milliseconds on a CPU, less on a GPU).
 constexpr double kOverrunRate = 0.05;
 constexpr double kOverrunTolerance = 1e-6;  // of the prediction: rounding is no overrun
+
+constexpr std::size_t kDecodeTokens = 1, kDecodeRows = 2;
+constexpr std::size_t prompt_tokens_at(std::size_t cls) { return 3 + 2 * cls; }
+constexpr std::size_t prompt_rows_at(std::size_t cls) { return 4 + 2 * cls; }
 
 }  // namespace
 
@@ -39,122 +48,163 @@ int StepCostModel::chunk_class(int prefill_tokens) {
   return static_cast<int>(above - starts.begin()) - 1;
 }
 
-void StepCostModel::observe(const StepShape& step, double seconds) {
-  if (step.prefill_tokens == 0) {
-    if (step.decode_tokens == 0) return;
-    const double x = step.decode_tokens, r = static_cast<double>(step.decode_kv_rows);
-    w_ = w_ * kDecodeKeep + 1;
-    sx_ = sx_ * kDecodeKeep + x;
-    sr_ = sr_ * kDecodeKeep + r;
-    sy_ = sy_ * kDecodeKeep + seconds;
-    sxx_ = sxx_ * kDecodeKeep + x * x;
-    srr_ = srr_ * kDecodeKeep + r * r;
-    sxr_ = sxr_ * kDecodeKeep + x * r;
-    sxy_ = sxy_ * kDecodeKeep + x * seconds;
-    sry_ = sry_ * kDecodeKeep + r * seconds;
-    return;
+StepCostModel::Vector StepCostModel::features(const StepShape& step) {
+  Vector f{};
+  f[0] = 1;
+  f[kDecodeTokens] = step.decode_tokens;
+  f[kDecodeRows] = static_cast<double>(step.decode_kv_rows) / kRowsUnit;
+  if (step.prefill_tokens > 0) {
+    const auto c = static_cast<std::size_t>(chunk_class(step.prefill_tokens));
+    f[prompt_tokens_at(c)] = step.prefill_tokens;
+    f[prompt_rows_at(c)] = static_cast<double>(step.prefill_kv_rows) / kRowsUnit;
   }
-  if (w_ == 0) return;  // no decode plane to subtract yet
-  const auto c = static_cast<size_t>(chunk_class(step.prefill_tokens));
-  // A class seen for the first time was priced at a neighbour's: a miss of learning, not of noise.
-  if (step.decode_tokens > 0 && learned_[c]) {
+  return f;
+}
+
+void StepCostModel::observe(const StepShape& step, double seconds) {
+  if (step.prefill_tokens == 0 && step.decode_tokens == 0) return;
+  if (step.prefill_tokens > 0 && !decoded_) return;  // no decode step to tell the prompt's part by
+  decoded_ = true;
+  if (step.prefill_tokens > 0 && step.decode_tokens > 0) {
+    // A class seen for the first time was priced at a neighbour's: a miss of learning, not of noise.
+    const auto c = static_cast<std::size_t>(chunk_class(step.prefill_tokens));
     const double predicted = predict(step);
-    if (predicted > 0) {
+    if (learned(c) && predicted > 0) {
       const bool over = seconds - predicted > overrun_ + kOverrunTolerance * predicted;
       overrun_ += kOverrunRate * predicted * (over ? kOverrunQuantile : -(1 - kOverrunQuantile));
       overrun_ = std::max(0.0, overrun_);
     }
   }
-  // The step without its prompt tokens costs what a decode step of its decodes (at least one:
-  // the step's fixed part, reading every weight once) costs; the prompt's K/V reads are priced by
-  // the plane's cost a row.
-  const double others = decode_seconds(std::max(1, step.decode_tokens), step.decode_kv_rows) +
-                        kv_row_seconds() * static_cast<double>(step.prefill_kv_rows);
-  const double per_token = std::max(0.0, (seconds - others) / step.prefill_tokens);
-  prefill_token_[c] = learned_[c] ? prefill_token_[c] + kPrefillStep * (per_token - prefill_token_[c]) : per_token;
-  learned_[c] = true;
+  const Vector f = features(step);
+  w_ = w_ * kKeep + 1;
+  for (double& w : class_w_) w *= kKeep;
+  if (step.prefill_tokens > 0) class_w_[static_cast<std::size_t>(chunk_class(step.prefill_tokens))] += 1;
+  for (std::size_t i = 0; i < kFeatures; ++i) {
+    for (std::size_t j = 0; j < kFeatures; ++j) ff_[i][j] = ff_[i][j] * kKeep + f[i] * f[j];
+    fy_[i] = fy_[i] * kKeep + f[i] * seconds;
+  }
+  solve();
 }
 
-namespace {
+bool StepCostModel::learned(std::size_t cls) const { return class_w_[cls] >= kLearnedWeight; }
 
-// The ridge least-squares plane y = mean_y + b (x - mean_x) + c (r - mean_r), b and c >= 0.
-struct Plane {
-  double mean_x = 0, mean_r = 0, mean_y = 0, b = 0, c = 0;
-};
-
-Plane fit(double w, double sx, double sr, double sy, double sxx, double srr, double sxr, double sxy, double sry) {
-  Plane p{sx / w, sr / w, sy / w, 0, 0};
-  const double vxx = sxx / w - p.mean_x * p.mean_x + kRidgeTokens;
-  const double vrr = srr / w - p.mean_r * p.mean_r + kRidgeRows;
-  const double vxr = sxr / w - p.mean_x * p.mean_r;
-  const double cxy = sxy / w - p.mean_x * p.mean_y;
-  const double cry = sry / w - p.mean_r * p.mean_y;
-  const double det = vxx * vrr - vxr * vxr;
-  if (det > 0) {
-    p.b = (cxy * vrr - cry * vxr) / det;
-    p.c = (vxx * cry - vxr * cxy) / det;
+void StepCostModel::solve() {
+  // The normal equations with the ridge terms; the intercept is free.
+  std::array<Vector, kFeatures> a = ff_;
+  a[kDecodeTokens][kDecodeTokens] += w_ * kRidgeTokens;
+  a[kDecodeRows][kDecodeRows] += w_ * kRidgeRows;
+  for (std::size_t c = 0; c < kClasses; ++c) {
+    const std::size_t t = prompt_tokens_at(c), r = prompt_rows_at(c);
+    a[t][t] += class_w_[c] * kRidgePromptTokens;
+    // class_w_ kRidgePromptRows (row_c - row)^2: toward the decodes' row.
+    const double pull = class_w_[c] * kRidgePromptRows;
+    a[r][r] += pull;
+    a[kDecodeRows][kDecodeRows] += pull;
+    a[r][kDecodeRows] -= pull;
+    a[kDecodeRows][r] -= pull;
   }
-  // A negative slope is noise (more work never costs less): refit the other one alone.
-  if (p.b < 0 || !(det > 0)) {
-    p.b = 0;
-    p.c = std::max(0.0, cry / vrr);
-  } else if (p.c < 0) {
-    p.c = 0;
-    p.b = std::max(0.0, cxy / vxx);
+  // Which coefficients are fitted: not those of classes too little seen, nor those a fit put
+  // below 0 (more work never costs less: the most negative is held at 0 and the rest refitted).
+  std::array<bool, kFeatures> free{};
+  free[0] = free[kDecodeTokens] = free[kDecodeRows] = true;
+  for (std::size_t c = 0; c < kClasses; ++c) free[prompt_tokens_at(c)] = free[prompt_rows_at(c)] = learned(c);
+  Vector x{};
+  for (std::size_t round = 0; round < kFeatures; ++round) {
+    std::array<std::size_t, kFeatures> at{};
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < kFeatures; ++i)
+      if (free[i]) at[n++] = i;
+    // Gaussian elimination with partial pivoting on the free rows and columns.
+    std::array<std::array<double, kFeatures + 1>, kFeatures> m{};
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t j = 0; j < n; ++j) m[i][j] = a[at[i]][at[j]];
+      m[i][n] = fy_[at[i]];
+    }
+    bool singular = false;
+    for (std::size_t col = 0; col < n && !singular; ++col) {
+      std::size_t pivot = col;
+      for (std::size_t i = col + 1; i < n; ++i)
+        if (std::abs(m[i][col]) > std::abs(m[pivot][col])) pivot = i;
+      if (!(std::abs(m[pivot][col]) > 0)) {
+        singular = true;
+        break;
+      }
+      std::swap(m[col], m[pivot]);
+      for (std::size_t i = col + 1; i < n; ++i) {
+        const double k = m[i][col] / m[col][col];
+        for (std::size_t j = col; j <= n; ++j) m[i][j] -= k * m[col][j];
+      }
+    }
+    if (singular) return;  // keep the last fit
+    x = {};
+    for (std::size_t i = n; i-- > 0;) {
+      double v = m[i][n];
+      for (std::size_t j = i + 1; j < n; ++j) v -= m[i][j] * x[at[j]];
+      x[at[i]] = v / m[i][i];
+    }
+    std::size_t worst = 0;
+    for (std::size_t i = 1; i < kFeatures; ++i)
+      if (free[i] && x[i] < 0 && (worst == 0 || x[i] < x[worst])) worst = i;
+    if (worst == 0) break;
+    free[worst] = false;
+    x[worst] = 0;
   }
-  return p;
+  coef_ = x;
 }
-
-}  // namespace
 
 double StepCostModel::decode_seconds(int decode_tokens, int64_t kv_rows) const {
-  if (w_ == 0) return 0;
-  const Plane p = fit(w_, sx_, sr_, sy_, sxx_, srr_, sxr_, sxy_, sry_);
-  return std::max(0.0, p.mean_y + p.b * (decode_tokens - p.mean_x) + p.c * (static_cast<double>(kv_rows) - p.mean_r));
+  return std::max(0.0, coef_[0] + coef_[kDecodeTokens] * decode_tokens +
+                           coef_[kDecodeRows] * static_cast<double>(kv_rows) / kRowsUnit);
 }
 
-double StepCostModel::kv_row_seconds() const {
-  return w_ == 0 ? 0 : fit(w_, sx_, sr_, sy_, sxx_, srr_, sxr_, sxy_, sry_).c;
-}
+double StepCostModel::kv_row_seconds() const { return coef_[kDecodeRows] / kRowsUnit; }
 
-double StepCostModel::prefill_token_seconds(int prefill_tokens) const {
+StepCostModel::PromptLine StepCostModel::nearest_line(int prefill_tokens) const {
   const int c = chunk_class(prefill_tokens);
-  const int n = static_cast<int>(kChunkClassStart.size());
+  const int n = static_cast<int>(kClasses);
   for (int distance = 0; distance < n; ++distance)
     for (int at : {c - distance, c + distance})
-      if (at >= 0 && at < n && learned_[static_cast<size_t>(at)]) return prefill_token_[static_cast<size_t>(at)];
-  return 0;
+      if (at >= 0 && at < n && learned(static_cast<std::size_t>(at))) {
+        const auto k = static_cast<std::size_t>(at);
+        return {coef_[prompt_tokens_at(k)], coef_[prompt_rows_at(k)] / kRowsUnit};
+      }
+  return {};
 }
 
-double StepCostModel::prefill_price(int prefill_tokens) const {
-  const size_t c = static_cast<size_t>(chunk_class(prefill_tokens));
-  const int lo = kChunkClassStart[c];
-  double price = prefill_token_seconds(lo);
-  if (c + 1 < kChunkClassStart.size() && kChunkClassStart[c + 1] - 1 > lo)
-    price = std::max(price, prefill_token_seconds(kChunkClassStart[c + 1]));
-  return price;
-}
+double StepCostModel::prefill_token_seconds(int prefill_tokens) const { return nearest_line(prefill_tokens).token; }
+
+double StepCostModel::prefill_kv_row_seconds(int prefill_tokens) const { return nearest_line(prefill_tokens).row; }
 
 double StepCostModel::predict(const StepShape& step) const {
-  const double prompt = step.prefill_tokens > 0 ? step.prefill_tokens * prefill_token_seconds(step.prefill_tokens) +
-                                                       kv_row_seconds() * static_cast<double>(step.prefill_kv_rows)
-                                                 : 0.0;
+  const double prompt =
+      step.prefill_tokens > 0 ? nearest_line(step.prefill_tokens).seconds(step.prefill_tokens, step.prefill_kv_rows) : 0.0;
   return decode_seconds(step.decode_tokens, step.decode_kv_rows) + prompt;
 }
 
 int StepCostModel::prompt_fit(double room, int tokens_before, int64_t rows_before, int start, int max_tokens) const {
-  if (std::none_of(learned_.begin(), learned_.end(), [](bool b) { return b; })) return max_tokens;
+  bool any = false;
+  for (std::size_t c = 0; c < kClasses; ++c) any = any || learned(c);
+  if (!any) return max_tokens;
   if (room <= 0) return 0;
   // A chunk that fits exactly is not lost to rounding.
   const double limit = room * (1 + 1e-9) + 1e-12;
-  double cheapest = prefill_token_seconds(kChunkClassStart[0]);
-  for (int lo : kChunkClassStart) cheapest = std::min(cheapest, prefill_token_seconds(lo));
-  const double per_row = kv_row_seconds();
+  std::array<PromptLine, kClasses> lines;
+  double cheapest = -1;
+  for (size_t c = 0; c < lines.size(); ++c) {
+    lines[c] = nearest_line(kChunkClassStart[c]);
+    cheapest = cheapest < 0 ? lines[c].token : std::min(cheapest, lines[c].token);
+  }
   int best = 0;
   for (int n = 1; n <= max_tokens; ++n) {
     const int p = tokens_before + n;
     if (p * cheapest > limit) break;  // no class is cheap enough for this many
-    const double cost = p * prefill_price(p) + per_row * static_cast<double>(rows_before + prompt_kv_rows(start, n));
+    // Priced at the dearer of its class's line and the next class's, which bounds the cost anywhere
+    // inside the class whether it falls or rises with the chunk's size.
+    const auto c = static_cast<size_t>(chunk_class(p));
+    const int64_t rows = rows_before + prompt_kv_rows(start, n);
+    double cost = lines[c].seconds(p, rows);
+    if (c + 1 < lines.size() && kChunkClassStart[c + 1] - 1 > kChunkClassStart[c])
+      cost = std::max(cost, lines[c + 1].seconds(p, rows));
     if (cost <= limit) best = n;
   }
   return best;

@@ -210,14 +210,16 @@ void WorkerMetrics::scrape_step_target(const StepTargetStats& now) {
     auto& cost = BuildGauge().Name("vigil_worker_step_cost_seconds")
                      .Help("What the engine learned a step costs: a decode-only step of the latest step's decodes "
                            "(part=decode_step), one prompt token beside them in a chunk of the latest step's "
-                           "size (part=prefill_token), the attention reading one cached K/V row (part=kv_row), and how much "
-                           "longer than predicted a step with prompt tokens runs, bar the worst 2 % (part=overrun: "
+                           "size (part=prefill_token), the attention reading one cached K/V row for a decode (part=kv_row) "
+                           "and for a prompt token of such a chunk (part=prefill_kv_row), and how much "
+                           "longer than predicted a step with prompt tokens runs, bar the worst 1 % (part=overrun: "
                            "the share of the latency target the engine leaves unplanned).")
                      .Register(*registry_);
     prometheus::Histogram::BucketBoundaries bounds(StepTargetStats::kChunkBounds.begin(),
                                                    StepTargetStats::kChunkBounds.end());
     step_series_ = std::make_unique<StepTargetSeries>(StepTargetSeries{
         &cost.Add({{"part", "decode_step"}}), &cost.Add({{"part", "prefill_token"}}), &cost.Add({{"part", "kv_row"}}),
+        &cost.Add({{"part", "prefill_kv_row"}}),
         &cost.Add({{"part", "overrun"}}),
         &gauge("vigil_worker_step_latency_target_attainable",
                "1 when a decode-only step of the current batch fits engine.step_latency_target, 0 when even "
@@ -235,6 +237,7 @@ void WorkerMetrics::scrape_step_target(const StepTargetStats& now) {
   t.decode_step->Set(now.decode_step_seconds);
   t.prefill_token->Set(now.prefill_token_seconds);
   t.kv_row->Set(now.kv_row_seconds);
+  t.prefill_kv_row->Set(now.prefill_kv_row_seconds);
   t.overrun->Set(now.overrun_seconds);
   t.attainable->Set(now.attainable ? 1 : 0);
   advance(*t.steps, t.seen.steps, now.steps);

@@ -94,7 +94,7 @@ class WorkerMetrics {
   // and how steps held to it, from the first scrape with a target set.
   prometheus::Gauge& step_target_;
   struct StepTargetSeries {
-    prometheus::Gauge *decode_step, *prefill_token, *kv_row, *overrun, *attainable;
+    prometheus::Gauge *decode_step, *prefill_token, *kv_row, *prefill_kv_row, *overrun, *attainable;
     prometheus::Counter *steps, *steps_over;
     prometheus::Histogram* chunks;
     StepTargetStats seen;

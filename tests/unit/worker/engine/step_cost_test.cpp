@@ -59,7 +59,7 @@ TEST(StepCostModel, LearnsTheDecodeLineAndThePromptTokenCostOfEachChunkSize) {
   m.observe({1, 0}, kCpu.step(1, 0));
   run_steps(m, kCpu, 10);
   EXPECT_NEAR(m.decode_seconds(8, 0), kCpu.step(8, 0), 1e-4);
-  EXPECT_NEAR(m.decode_seconds(1, 0), kCpu.step(1, 0), 2e-4);
+  EXPECT_NEAR(m.decode_seconds(1, 0), kCpu.step(1, 0), 2.5e-4);  // the ridge's pull on the slope, at the line's end
   // A one-token chunk costs 2.2 ms, a token of a 64-token chunk 0.23 ms.
   EXPECT_NEAR(m.prefill_token_seconds(1), 0.0022, 2e-4);
   EXPECT_NEAR(m.prefill_token_seconds(2), 0.0012, 1e-4);
@@ -132,7 +132,7 @@ TEST(StepCostModel, FollowsTheMachineWhenItSlowsDown) {
 // rows at 2 us: 19 ms) is most of the step. Decode-only steps at several depths teach the plane its
 // cost a row, so a prompt token is learned at its own 1 ms. A model that cannot see K/V rows (all
 // of them 0 here, as before #43) learns the same decode-only steps as one mean and charges the
-// deep decodes' excess to the four prompt tokens: ~3x their cost, and a budget a third of the true one.
+// deep decodes' excess to the four prompt tokens: ~2.9x their cost, and a budget a third of the true one.
 TEST(StepCostModel, DeepDecodesAttentionIsNotChargedToThePromptTokensBesideThem) {
   const auto step = [](int d, int64_t rows, int p, int64_t prompt_rows) {
     return 0.005 + 0.0002 * d + 2e-6 * static_cast<double>(rows + prompt_rows) + 0.001 * p;
@@ -150,7 +150,7 @@ TEST(StepCostModel, DeepDecodesAttentionIsNotChargedToThePromptTokensBesideThem)
   EXPECT_NEAR(m.kv_row_seconds(), 2e-6, 2e-7);
   EXPECT_NEAR(m.prefill_token_seconds(4), 0.001, 1e-4);
   EXPECT_NEAR(m.predict({16, 4, 16 * 600, prompt_kv_rows(100, 4)}), step(16, 16 * 600, 4, prompt_kv_rows(100, 4)), 5e-4);
-  EXPECT_GT(blind.prefill_token_seconds(4), 0.003);
+  EXPECT_GT(blind.prefill_token_seconds(4), 0.0025);
   // Room for 40 ms beside the 16 deep decodes: 32 prompt tokens at position 100 (1.2 ms each with
   // their own K/V reads), against the blind model's dozen.
   const double room = 0.040;
@@ -158,6 +158,47 @@ TEST(StepCostModel, DeepDecodesAttentionIsNotChargedToThePromptTokensBesideThem)
   EXPECT_LE(0.001 * fit + 2e-6 * static_cast<double>(prompt_kv_rows(100, fit)), room + 1e-3);
   EXPECT_GE(fit, 31);
   EXPECT_LT(blind.prompt_fit(room, 0, 0, 100, 256), 15);
+}
+
+// A chunk reads each cached row once for all its tokens: on this project's CPU a prompt token's row
+// costs 1.2–2 us where a decode's costs 4–10 (docs/performance.md, the steps logged under load).
+// Here decodes pay 8 us a row, prompt tokens 1.5 us, and chunks of 16–31 tokens run at depths
+// 0–600: the class's line learns its own cost a row, and a chunk 500 positions deep is sized at
+// it. Priced at the decodes' 8 us (the model before), 20 tokens there read 82 ms of K/V rows on
+// paper against 15 in fact, the excess came off the token's own price (learned at 0.01 ms, not
+// 1.3: the collapses of docs/performance.md's seventh run), and the chunk allowed was 11 tokens.
+TEST(StepCostModel, APromptTokensKvRowsArePricedAtWhatTheyCostNotAtADecodes) {
+  const auto step = [](int d, int64_t rows, int p, int64_t prompt_rows) {
+    return 0.007 + 0.0008 * d + 8e-6 * static_cast<double>(rows) + 0.0013 * p + 1.5e-6 * static_cast<double>(prompt_rows);
+  };
+  StepCostModel m;
+  for (int ctx : {64, 300, 600}) m.observe({1, 0, ctx + 1, 0}, step(1, ctx + 1, 0, 0));
+  // Before a class has seen its chunks at different depths, its rows are priced at a decode's.
+  m.observe({4, 20, 4 * 300, prompt_kv_rows(0, 20)}, step(4, 4 * 300, 20, prompt_kv_rows(0, 20)));
+  EXPECT_NEAR(m.prefill_kv_row_seconds(20), 8e-6, 1e-6);
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> depth(0, 600), chunk(16, 31), decodes(1, 16);
+  for (int i = 0; i < 200; ++i) {
+    const int d = decodes(rng);
+    const int64_t rows = int64_t{d} * (1 + depth(rng));
+    m.observe({d, 0, rows, 0}, step(d, rows, 0, 0));
+    const int start = depth(rng), p = chunk(rng);
+    m.observe({d, p, int64_t{d} * 300, prompt_kv_rows(start, p)}, step(d, int64_t{d} * 300, p, prompt_kv_rows(start, p)));
+  }
+  EXPECT_NEAR(m.kv_row_seconds(), 8e-6, 5e-7);
+  EXPECT_NEAR(m.prefill_kv_row_seconds(20), 1.5e-6, 1e-7);
+  EXPECT_NEAR(m.prefill_token_seconds(20), 0.0013, 5e-5);
+  const StepShape deep{8, 20, 8 * 300, prompt_kv_rows(500, 20)};
+  EXPECT_NEAR(m.predict(deep), step(8, 8 * 300, 20, prompt_kv_rows(500, 20)), 5e-4);
+  // 45 ms beside the decodes, the next chunk 500 positions deep: the true best is 21 tokens.
+  const double room = 0.045;
+  int best = 0;
+  for (int n = 1; n <= 256; ++n)
+    if (0.0013 * n + 1.5e-6 * static_cast<double>(prompt_kv_rows(500, n)) <= room) best = n;
+  ASSERT_EQ(best, 21);
+  const int fit = m.prompt_fit(room, 0, 0, 500, 256);
+  EXPECT_LE(fit, best);
+  EXPECT_GE(fit, best - 1);
 }
 
 // Steps with prompt tokens whose time scatters around the model's prediction (a neighbour on the

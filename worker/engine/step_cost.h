@@ -29,7 +29,7 @@ int64_t prompt_kv_rows(int start, int tokens);
 // first rows may ride on the weights the decodes read anyway (small chunks cheaper; on the 2-core
 // Zen 4 CPU of docs/performance.md a 1–2 token chunk adds ~0–0.5 ms a token beside a decode, chunks
 // of 8 and more ~1.3 ms); and a chunk reads each cached row once for all its tokens, so a prompt
-// token's row costs a fifth to a third of a decode's there (1.2–2 us against 4–10). Priced at the
+// token's row costs a fifth to a twentieth of a decode's there (0.5–2 us against 4–10). Priced at the
 // decode's, the K/V reads of a 20-token chunk 500 positions deep cost 104 ms on paper and ~15 in
 // fact, and chunks shrank under load to ~19 tokens (docs/decisions.md).
 // All of it is one least-squares fit over every step, exponentially weighted so the model follows

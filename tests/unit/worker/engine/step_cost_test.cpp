@@ -161,7 +161,7 @@ TEST(StepCostModel, DeepDecodesAttentionIsNotChargedToThePromptTokensBesideThem)
 }
 
 // A chunk reads each cached row once for all its tokens: on this project's CPU a prompt token's row
-// costs 1.2–2 us where a decode's costs 4–10 (docs/performance.md, the steps logged under load).
+// costs 0.5–2 us where a decode's costs 4–10 (docs/performance.md, the steps logged under load).
 // Here decodes pay 8 us a row, prompt tokens 1.5 us, and chunks of 16–31 tokens run at depths
 // 0–600: the class's line learns its own cost a row, and a chunk 500 positions deep is sized at
 // it. Priced at the decodes' 8 us (the model before), 20 tokens there read 82 ms of K/V rows on
